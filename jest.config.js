@@ -1,0 +1,12 @@
+// Nest 12 ships as ES modules only, so jest runs in native ESM mode (see the "test" script).
+export default {
+  testEnvironment: 'node',
+  rootDir: '.',
+  testMatch: ['<rootDir>/test/**/*.spec.ts'],
+  extensionsToTreatAsEsm: ['.ts'],
+  moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
+  transform: {
+    '^.+\\.ts$': ['ts-jest', { useESM: true, tsconfig: 'tsconfig.json' }],
+  },
+  testTimeout: 30000,
+};

@@ -1,0 +1,12 @@
+import type { StoredResponse } from './cache/idempotency-store.interface.js';
+
+/**
+ * Carries a stored response from the interceptor to the idempotency filter, which sends it as it is.
+ * Going through the filter bypasses the outer interceptors and the framework's serializer, which
+ * already shaped the stored bytes the first time.
+ */
+export class IdempotentReplay extends Error {
+  constructor(readonly response: StoredResponse) {
+    super('idempotent replay');
+  }
+}

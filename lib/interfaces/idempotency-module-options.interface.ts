@@ -1,0 +1,55 @@
+import type { ModuleMetadata, Provider, Type } from '@nestjs/common';
+import type { IdempotencyStore } from '../cache/idempotency-store.interface.js';
+import type { MissingHeaderPolicy } from './idempotent-options.interface.js';
+import type { IdempotencyIdentity } from './identity-resolver.interface.js';
+
+/** Options of `IdempotencyModule`. Every one is optional. */
+export interface IdempotencyModuleOptions {
+  /**
+   * Backing store. Default: a new `InMemoryCache` for this module (state per process).
+   * Several pods need `RedisCache`. Give idempotency a store of its own: see the README's "Eviction".
+   */
+  cache?: IdempotencyStore;
+  /** How long a completed key is remembered, in ms. Default 86 400 000 (24 h). */
+  ttlMs?: number;
+  /**
+   * How long a claim outlives a crashed request, in ms. Renewed every third of it while the handler
+   * runs, so a slow handler keeps its key. Default 60 000.
+   */
+  leaseMs?: number;
+  /** Request header carrying the key, matched case-insensitively. Default `'idempotency-key'`. */
+  headerName?: string;
+  /** Namespace of this module's cache keys. Default `'idem:'`. */
+  keyPrefix?: string;
+  /** Longest accepted key, in characters; longer ones get 400. Default 255 (Stripe's limit). */
+  maxKeyLength?: number;
+  /** Longest accepted identity scope, in characters (`%` and `:` count 3: they are escaped). Default 255. */
+  maxScopeLength?: number;
+  /** What to do when a request has no key (or only white space). Default `'reject'` (400). */
+  missingHeader?: MissingHeaderPolicy;
+  /** Caller scope folded into every key. Default: none (callers sharing a key share its response). */
+  identity?: IdempotencyIdentity;
+}
+
+/** `forRoot()` argument: the options plus how the module is registered. */
+export interface IdempotencyModuleRootOptions extends IdempotencyModuleOptions {
+  /** Register the module globally, so any module's controllers can use `@Idempotent()`. Default `true`. */
+  isGlobal?: boolean;
+}
+
+/** A class that builds the options, for `forRootAsync({ useClass })`. */
+export interface IdempotencyOptionsFactory {
+  createIdempotencyOptions(): IdempotencyModuleOptions | Promise<IdempotencyModuleOptions>;
+}
+
+/** `forRootAsync()` argument: one of `useFactory`, `useClass` or `useExisting`. */
+export interface IdempotencyModuleAsyncOptions extends Pick<ModuleMetadata, 'imports'> {
+  /** Default `true`, as for `forRoot()`. */
+  isGlobal?: boolean;
+  useFactory?: (...args: any[]) => IdempotencyModuleOptions | Promise<IdempotencyModuleOptions>;
+  inject?: any[];
+  useClass?: Type<IdempotencyOptionsFactory>;
+  useExisting?: Type<IdempotencyOptionsFactory>;
+  /** Providers the factory or class needs that no imported module exports. */
+  extraProviders?: Provider[];
+}

@@ -1,0 +1,46 @@
+import 'reflect-metadata';
+import type { INestApplication, ModuleMetadata } from '@nestjs/common';
+import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
+import { Test } from '@nestjs/testing';
+import { createServer, type RequestListener, type Server } from 'node:http';
+
+export type AdapterName = 'express' | 'fastify';
+
+/** Every e2e suite runs over both adapters. */
+export const ADAPTERS: AdapterName[] = ['express', 'fastify'];
+
+export interface StartOptions {
+  /** Node's header size limit for the server (Node's default, 16 KiB, answers 431 itself above it). */
+  maxHeaderSize?: number;
+  configure?: (app: INestApplication) => void;
+}
+
+/** Builds and initialises a real Nest application on the given adapter. */
+export async function startApp(adapter: AdapterName, metadata: ModuleMetadata, options: StartOptions = {}): Promise<INestApplication> {
+  const moduleRef = await Test.createTestingModule(metadata).compile();
+  const { maxHeaderSize } = options;
+  const app =
+    adapter === 'express'
+      ? moduleRef.createNestApplication({ logger: false })
+      : moduleRef.createNestApplication<NestFastifyApplication>(
+          new FastifyAdapter(
+            maxHeaderSize ? { serverFactory: (handler: RequestListener) => createServer({ maxHeaderSize }, handler) } : {},
+          ),
+          { logger: false },
+        );
+  options.configure?.(app);
+  await app.init();
+  if (adapter === 'fastify') await (app as NestFastifyApplication).getHttpAdapter().getInstance().ready();
+  if (adapter === 'express' && maxHeaderSize) {
+    (app.getHttpServer() as Server).maxHeaderSize = maxHeaderSize;
+  }
+  return app;
+}
+
+/** Listens on a free loopback port and returns the base URL. */
+export async function listen(app: INestApplication): Promise<string> {
+  await app.listen(0, '127.0.0.1');
+  const address = (app.getHttpServer() as Server).address();
+  if (!address || typeof address === 'string') throw new Error('no address');
+  return `http://127.0.0.1:${address.port}`;
+}
