@@ -1,0 +1,76 @@
+import { describe, expect, it } from '@jest/globals';
+import { execFileSync } from 'node:child_process';
+import { canonicalJson, canonicalQuery, MAX_BODY_DEPTH, requestFingerprint } from '../../lib/utils/fingerprint.util.js';
+
+describe('canonical query', () => {
+  it('sorts names and keeps the order of a repeated name\'s values', () => {
+    expect(canonicalQuery('b=2&a=1')).toBe(canonicalQuery('a=1&b=2'));
+    expect(canonicalQuery('tag=a&x=1&tag=b')).toBe('tag=a&tag=b&x=1');
+    expect(canonicalQuery('tag=a&tag=b')).not.toBe(canonicalQuery('tag=b&tag=a'));
+    expect(canonicalQuery('')).toBe('');
+  });
+
+  it('normalises percent-encoding, so an encoded and a plain value agree', () => {
+    expect(canonicalQuery('a=%41')).toBe(canonicalQuery('a=A'));
+    expect(canonicalQuery('a=1%262')).not.toBe(canonicalQuery('a=1&2'));
+  });
+});
+
+describe('canonical body', () => {
+  it('sorts object keys at every depth and keeps array order', () => {
+    expect(canonicalJson({ b: 1, a: { d: [3, 1], c: null } })).toBe('{"a":{"c":null,"d":[3,1]},"b":1}');
+    expect(canonicalJson([{ y: 1, x: 2 }])).toBe('[{"x":2,"y":1}]');
+  });
+
+  it('writes what JSON.stringify writes for scalars', () => {
+    for (const v of ['q"u\\ote\u2028', 1.5, -0, 1e21, true, false, null, '\ud800']) {
+      expect(canonicalJson(v)).toBe(JSON.stringify(v));
+    }
+    expect(canonicalJson({ u: undefined, n: NaN })).toBe('{"n":null}');
+  });
+
+  it('refuses nesting deeper than the limit', () => {
+    let deep: unknown = 0;
+    for (let i = 0; i < MAX_BODY_DEPTH + 1; i++) deep = [deep];
+    expect(() => canonicalJson(deep)).toThrow();
+  });
+});
+
+describe('request fingerprint', () => {
+  const fp = requestFingerprint;
+  it('is equal for a reordered query and reordered body keys', () => {
+    expect(fp('POST', '/p?a=1&b=2', { x: 1, y: 2 })).toBe(fp('POST', '/p?b=2&a=1', { y: 2, x: 1 }));
+  });
+
+  it('differs in each of method, path, query and body', () => {
+    const base = fp('POST', '/p?a=1', { x: 1 });
+    expect(fp('PUT', '/p?a=1', { x: 1 })).not.toBe(base);
+    expect(fp('POST', '/q?a=1', { x: 1 })).not.toBe(base);
+    expect(fp('POST', '/p?a=2', { x: 1 })).not.toBe(base);
+    expect(fp('POST', '/p?a=1', { x: 2 })).not.toBe(base);
+    expect(fp('POST', '/p?a=1', undefined)).not.toBe(base);
+  });
+
+  it('cannot be collided by moving bytes between parts', () => {
+    // Plain concatenation would make these equal: "POST" + "/ab" == "POS" + "T/ab", and so on.
+    expect(fp('POST', '/ab', undefined)).not.toBe(fp('POS', 'T/ab', undefined));
+    expect(fp('POST', '/a?b=1', 'x')).not.toBe(fp('POST', '/a', 'b=1x'));
+    expect(fp('POST', '/a', '')).not.toBe(fp('POST', '/a', undefined));
+    expect(fp('POST', '/a', 'null')).not.toBe(fp('POST', '/a', null));
+    expect(fp('POST', '/a', '{}')).not.toBe(fp('POST', '/a', {}));
+    expect(fp('POST', '/a', Buffer.from('{}'))).not.toBe(fp('POST', '/a', '{}'));
+  });
+
+  it('is the same in another process', () => {
+    const body = { amount: 100, currency: 'EUR', tags: ['a', 'b'], meta: { z: 1, a: 'ü' } };
+    const here = fp('POST', '/api/payments?b=2&a=1', body);
+    const script = `
+      import { requestFingerprint } from './dist/utils/fingerprint.util.js';
+      process.stdout.write(requestFingerprint('POST', '/api/payments?a=1&b=2', ${JSON.stringify({ meta: { a: 'ü', z: 1 }, tags: ['a', 'b'], currency: 'EUR', amount: 100 })}));
+    `;
+    execFileSync('npx', ['tsc', '-p', 'tsconfig.build.json'], { stdio: 'ignore' });
+    const there = execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
+    expect(there).toBe(here);
+    expect(here).toMatch(/^[A-Za-z0-9_-]{43}$/);
+  });
+});

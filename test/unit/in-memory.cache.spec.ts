@@ -1,0 +1,183 @@
+import { afterEach, describe, expect, it, jest } from '@jest/globals';
+import { Logger } from '@nestjs/common';
+import { type IdempotencyRecord, InMemoryCache } from '../../lib/index.js';
+
+const record = (fingerprint = 'fp'): IdempotencyRecord => ({
+  fingerprint,
+  response: { status: 201, headers: { 'content-type': 'application/json' }, body: Buffer.from('{}') },
+});
+const claim = (owner = 'o1', fingerprint = 'fp', leaseMs = 1000) => ({ owner, fingerprint, leaseMs });
+
+describe('InMemoryCache as an idempotency store', () => {
+  it('claims a free key once; a second claim sees it in flight, then completed', async () => {
+    const c = new InMemoryCache();
+    expect(await c.claim('k', claim('a'))).toEqual({ state: 'claimed' });
+    expect(await c.claim('k', claim('b', 'fp2'))).toEqual({ state: 'in-flight', fingerprint: 'fp' });
+    expect(await c.commit('k', 'a', record(), 1000)).toBe(true);
+    expect(await c.claim('k', claim('b'))).toEqual({ state: 'completed', record: record() });
+  });
+
+  it('commit, release and renew act only on the caller\'s own claim (fencing)', async () => {
+    let now = 0;
+    const c = new InMemoryCache({ now: () => now });
+    await c.claim('k', claim('slow', 'fp', 100));
+    now = 100; // the slow owner's lease ran out
+    expect(await c.claim('k', claim('fast', 'fp', 100))).toEqual({ state: 'claimed' });
+    expect(await c.commit('k', 'slow', record('stale'), 1000)).toBe(false);
+    expect(await c.release('k', 'slow')).toBe(false);
+    expect(await c.renew('k', 'slow', 100)).toBe(false);
+    expect(await c.commit('k', 'fast', record('fresh'), 1000)).toBe(true);
+    expect(await c.release('k', 'fast')).toBe(false); // a record is not a claim
+    expect(await c.claim('k', claim('x'))).toMatchObject({ state: 'completed', record: { fingerprint: 'fresh' } });
+  });
+
+  it('a lease expires unless renewed; a record lives ttlMs to the millisecond', async () => {
+    let now = 0;
+    const c = new InMemoryCache({ now: () => now });
+    await c.claim('k', claim('a', 'fp', 100));
+    now = 90;
+    expect(await c.renew('k', 'a', 100)).toBe(true);
+    now = 189;
+    expect(await c.claim('k', claim('b'))).toMatchObject({ state: 'in-flight' });
+    now = 190;
+    expect(await c.claim('k', claim('b', 'fp', 100))).toEqual({ state: 'claimed' });
+    expect(await c.commit('k', 'b', record(), 500)).toBe(true);
+    now = 689;
+    expect((await c.claim('k', claim('c'))).state).toBe('completed');
+    now = 690;
+    expect((await c.claim('k', claim('c'))).state).toBe('claimed');
+  });
+
+  it('release frees the key', async () => {
+    const c = new InMemoryCache();
+    await c.claim('k', claim('a'));
+    expect(await c.release('k', 'a')).toBe(true);
+    expect(c.size).toBe(0);
+    expect(await c.claim('k', claim('b'))).toEqual({ state: 'claimed' });
+  });
+
+  it('a claim and the record that replaces it are one entry', async () => {
+    const c = new InMemoryCache({ maxEntries: 2 });
+    await c.claim('a', claim('o'));
+    await c.commit('a', 'o', record(), 1000);
+    expect(c.size).toBe(1);
+    await c.claim('b', claim('o'));
+    expect(c.size).toBe(2);
+    expect(await c.claim('a', claim('z'))).toMatchObject({ state: 'completed' });
+  });
+});
+
+describe('InMemoryCache eviction', () => {
+  it('is bounded by maxEntries under a flood and evicts the oldest unread entry first', () => {
+    const c = new InMemoryCache({ maxEntries: 100 });
+    for (let i = 0; i < 1000; i++) c.set(`k${i}`, i);
+    expect(c.size).toBe(100);
+    expect(c.get('k899')).toBeUndefined();
+    expect(c.get('k900')).toBe(900);
+    expect(c.get('k999')).toBe(999);
+  });
+
+  it('plain entries go before guaranteed ones, however recent', async () => {
+    const c = new InMemoryCache({ maxEntries: 10 });
+    for (let i = 0; i < 5; i++) {
+      await c.claim(`idem:${i}`, claim(`o${i}`));
+      await c.commit(`idem:${i}`, `o${i}`, record(), 10_000);
+    }
+    for (let i = 0; i < 100; i++) c.set(`plain:${i}`, i);
+    expect(c.size).toBe(10);
+    for (let i = 0; i < 5; i++) expect((await c.claim(`idem:${i}`, claim('x'))).state).toBe('completed');
+  });
+
+  it('only a read marks an entry as used: setIfAbsent and commit do not', async () => {
+    const c = new InMemoryCache({ maxEntries: 3 });
+    c.set('a', 1);
+    c.set('b', 2);
+    c.set('c', 3);
+    expect(c.get('a')).toBe(1); // a is now the most recently used
+    expect(c.setIfAbsent('b', 20)).toBe(false); // touches nothing
+    c.set('d', 4); // evicts b: the oldest never-read entry
+    expect(c.get('b')).toBeUndefined();
+    expect(c.get('a')).toBe(1);
+    c.set('e', 5); // evicts c
+    expect(c.get('c')).toBeUndefined();
+    expect(c.get('d')).toBe(4);
+  });
+
+  it('a claimed key nobody asked for again falls first; a replayed one is kept', async () => {
+    const c = new InMemoryCache({ maxEntries: 3 });
+    for (const k of ['x', 'y', 'z']) {
+      await c.claim(k, claim(k));
+      await c.commit(k, k, record(), 10_000);
+    }
+    await c.claim('x', claim('again')); // a replay reads x
+    await c.claim('w', claim('w'));
+    expect(c.size).toBe(3);
+    expect((await c.claim('y', claim('n'))).state).toBe('claimed'); // y was evicted (oldest unread)
+    expect((await c.claim('x', claim('n'))).state).toBe('completed');
+  });
+
+  it('prefixQuotas protect a prefix at or under its quota from other prefixes', () => {
+    const c = new InMemoryCache({ maxEntries: 10, prefixQuotas: { 'idem:': 6, 'rl:': 4 } });
+    for (let i = 0; i < 6; i++) c.set(`idem:${i}`, i, { guaranteed: true });
+    for (let i = 0; i < 100; i++) c.set(`rl:${i}`, i, { guaranteed: true });
+    for (let i = 0; i < 6; i++) expect(c.get(`idem:${i}`)).toBe(i);
+    expect(c.size).toBe(10);
+    // Its own prefix still evicts within itself.
+    c.set('idem:new', 'n', { guaranteed: true });
+    expect(c.get('idem:new')).toBe('n');
+    expect(c.get('idem:0')).toBeUndefined();
+  });
+
+  it('a prefix over its quota can be evicted by others', () => {
+    const c = new InMemoryCache({ maxEntries: 10, prefixQuotas: { 'idem:': 4 } });
+    for (let i = 0; i < 10; i++) c.set(`idem:${i}`, i, { guaranteed: true });
+    for (let i = 0; i < 20; i++) c.set(`other:${i}`, i, { guaranteed: true });
+    let idem = 0;
+    for (let i = 0; i < 10; i++) if (c.get(`idem:${i}`) !== undefined) idem++;
+    expect(idem).toBe(4);
+  });
+
+  it('refuses an insert rather than break the bound or a quota', async () => {
+    const c = new InMemoryCache({ maxEntries: 2, prefixQuotas: { 'a:': 1, 'b:': 1 } });
+    c.set('a:1', 1);
+    c.set('b:1', 1);
+    expect(c.set('c:1', 1)).toBe(false);
+    expect(c.size).toBe(2);
+    await expect(c.claim('c:2', claim())).rejects.toThrow('no entry can be evicted');
+  });
+
+  it('validates its options', () => {
+    expect(() => new InMemoryCache({ maxEntries: 0 })).toThrow('maxEntries must be a positive integer');
+    expect(() => new InMemoryCache({ maxEntries: 5, prefixQuotas: { 'a:': 3, 'b:': 3 } })).toThrow('more than maxEntries');
+    expect(() => new InMemoryCache({ prefixQuotas: { '': 1 } })).toThrow('non-empty prefixes');
+  });
+
+  it('expires plain entries lazily', () => {
+    let now = 0;
+    const c = new InMemoryCache({ now: () => now });
+    c.set('a', 1, { ttlMs: 10 });
+    expect(c.setIfAbsent('a', 2)).toBe(false);
+    now = 10;
+    expect(c.get('a')).toBeUndefined();
+    expect(c.setIfAbsent('a', 3)).toBe(true);
+    expect(c.delete('a')).toBe(true);
+    expect(c.delete('a')).toBe(false);
+  });
+});
+
+describe('InMemoryCache in production', () => {
+  const env = process.env.NODE_ENV;
+  afterEach(() => {
+    process.env.NODE_ENV = env;
+  });
+
+  it('warns once that its state is per process', () => {
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    process.env.NODE_ENV = 'production';
+    new InMemoryCache();
+    new InMemoryCache();
+    expect(warn).toHaveBeenCalledTimes(1);
+    expect(String(warn.mock.calls[0][0])).toContain('Use RedisCache');
+    warn.mockRestore();
+  });
+});
