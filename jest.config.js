@@ -8,5 +8,6 @@ export default {
   transform: {
     '^.+\\.ts$': ['ts-jest', { useESM: true, tsconfig: 'tsconfig.json' }],
   },
+  globalSetup: '<rootDir>/test/global-setup.js',
   testTimeout: 30000,
 };

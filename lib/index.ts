@@ -37,3 +37,6 @@ export {
   DEFAULT_MAX_SCOPE_LENGTH,
   DEFAULT_TTL_MS,
 } from './idempotency.constants.js';
+export { RedisCache } from './cache/redis.cache.js';
+export { RedisCacheOptions, DEFAULT_REDIS_COMMAND_TIMEOUT_MS } from './cache/redis-cache.options.js';
+export type { RedisClientLike } from './cache/redis-cache.options.js';

@@ -32,7 +32,7 @@ export async function startApp(adapter: AdapterName, metadata: ModuleMetadata, o
   await app.init();
   if (adapter === 'fastify') await (app as NestFastifyApplication).getHttpAdapter().getInstance().ready();
   if (adapter === 'express' && maxHeaderSize) {
-    (app.getHttpServer() as Server).maxHeaderSize = maxHeaderSize;
+    (app.getHttpServer() as Server & { maxHeaderSize?: number }).maxHeaderSize = maxHeaderSize;
   }
   return app;
 }

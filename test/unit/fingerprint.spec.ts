@@ -68,7 +68,6 @@ describe('request fingerprint', () => {
       import { requestFingerprint } from './dist/utils/fingerprint.util.js';
       process.stdout.write(requestFingerprint('POST', '/api/payments?a=1&b=2', ${JSON.stringify({ meta: { a: 'ü', z: 1 }, tags: ['a', 'b'], currency: 'EUR', amount: 100 })}));
     `;
-    execFileSync('npx', ['tsc', '-p', 'tsconfig.build.json'], { stdio: 'ignore' });
     const there = execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
     expect(there).toBe(here);
     expect(here).toMatch(/^[A-Za-z0-9_-]{43}$/);

@@ -1,0 +1,91 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { freePort } from './redis-server.js';
+
+export interface PodOptions {
+  redisUrl?: string;
+  database: string;
+  adapter?: 'express' | 'fastify';
+  leaseMs?: number;
+  providerLatencyMs?: number;
+  /** Extra arguments for node, before the script. */
+  nodeArgs?: string[];
+}
+
+/** The compiled sample app (.build/, see test/global-setup.js) in a process of its own on 127.0.0.1. */
+export class Pod {
+  private constructor(
+    private readonly child: ChildProcess,
+    readonly base: string,
+    readonly output: string[],
+  ) {}
+
+  static async start(options: PodOptions): Promise<Pod> {
+    const port = await freePort();
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      NODE_ENV: 'test',
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      DATABASE: options.database,
+      ADAPTER: options.adapter ?? 'express',
+      REDIS_URL: options.redisUrl ?? '',
+      IDEMPOTENCY_LEASE_MS: options.leaseMs === undefined ? '' : String(options.leaseMs),
+      PAYMENT_PROVIDER_LATENCY_MS: String(options.providerLatencyMs ?? 0),
+    };
+    const child = spawn(process.execPath, [...(options.nodeArgs ?? []), '.build/sample/main.js'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const output: string[] = [];
+    child.stdout?.on('data', (d) => output.push(String(d)));
+    child.stderr?.on('data', (d) => output.push(String(d)));
+    const pod = new Pod(child, `http://127.0.0.1:${port}`, output);
+    for (let i = 0; i < 200; i++) {
+      if (child.exitCode !== null) throw new Error(`pod exited with ${child.exitCode}: ${output.join('')}`);
+      try {
+        const res = await fetch(`${pod.base}/api/payments`, { headers: { authorization: 'Bearer alice-token' } });
+        if (res.status === 200) return pod;
+      } catch {
+        // not listening yet
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    pod.kill();
+    throw new Error(`pod did not come up: ${output.join('')}`);
+  }
+
+  /** Ends the process by PID: SIGKILL, as a crashing pod would. */
+  kill(): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return Promise.resolve();
+    const exited = new Promise<void>((r) => this.child.once('exit', () => r()));
+    this.child.kill('SIGKILL');
+    return exited;
+  }
+}
+
+export interface Answer {
+  status: number;
+  text: string;
+  replayed: boolean;
+}
+
+/** POSTs a payment as Alice (or another token). */
+export async function pay(base: string, key: string, body: unknown = { amount: 100, currency: 'EUR' }, token = 'alice-token'): Promise<Answer> {
+  const res = await fetch(`${base}/api/payments`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'idempotency-key': key, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, text: await res.text(), replayed: res.headers.get('idempotent-replayed') === 'true' };
+}
+
+/** Runs `tasks` with at most `limit` in flight. */
+export async function pooled<T>(limit: number, tasks: (() => Promise<T>)[]): Promise<T[]> {
+  const results: T[] = new Array(tasks.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < tasks.length) {
+      const i = next++;
+      results[i] = await tasks[i]();
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, tasks.length) }, worker));
+  return results;
+}

@@ -1,0 +1,109 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { randomUUID } from 'node:crypto';
+import type { IdempotencyRecord, IdempotencyStore } from '../../lib/index.js';
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Binary, newlines and non-ASCII: what a store must keep byte for byte. */
+export const sampleRecord = (fingerprint: string): IdempotencyRecord => ({
+  fingerprint,
+  response: {
+    status: 402,
+    headers: { 'content-type': 'application/octet-stream', location: '/p/1', 'x-multi': ['a', 'b'], 'x-text': 'ü\n?' },
+    body: Buffer.from([0, 10, 13, 0x52, 0x43, 0xff, 0xfe, 10, 0x7b]),
+  },
+});
+
+/**
+ * The store contract, run against every IdempotencyStore. Expiry uses real short leases (≤ 200 ms),
+ * as a Redis server keeps its own clock.
+ */
+export function storeContract(name: string, open: () => Promise<IdempotencyStore>, close: () => Promise<void> = async () => {}): void {
+  describe(`store contract: ${name}`, () => {
+    let store: IdempotencyStore;
+    beforeAll(async () => {
+      store = await open();
+    });
+    afterAll(close);
+    const key = () => `idem:contract:${randomUUID()}`;
+    const claim = (owner: string, fingerprint = 'fp-1', leaseMs = 5000) => ({ owner, fingerprint, leaseMs });
+
+    it('claims a free key exactly once; others see it in flight with its fingerprint', async () => {
+      const k = key();
+      expect(await store.claim(k, claim('a'))).toEqual({ state: 'claimed' });
+      expect(await store.claim(k, claim('b', 'fp-2'))).toEqual({ state: 'in-flight', fingerprint: 'fp-1' });
+    });
+
+    it('concurrent claims: exactly one wins', async () => {
+      const k = key();
+      const outcomes = await Promise.all(Array.from({ length: 50 }, (_, i) => store.claim(k, claim(`o${i}`))));
+      expect(outcomes.filter((o) => o.state === 'claimed')).toHaveLength(1);
+      expect(outcomes.filter((o) => o.state === 'in-flight')).toHaveLength(49);
+    });
+
+    it('commit replaces the claim; a later claim returns the record byte for byte', async () => {
+      const k = key();
+      await store.claim(k, claim('a', 'fp-r'));
+      expect(await store.commit(k, 'a', sampleRecord('fp-r'), 5000)).toBe(true);
+      const outcome = await store.claim(k, claim('b'));
+      expect(outcome.state).toBe('completed');
+      if (outcome.state !== 'completed') return;
+      expect(outcome.record.fingerprint).toBe('fp-r');
+      expect(outcome.record.response.status).toBe(402);
+      expect(outcome.record.response.headers).toEqual(sampleRecord('x').response.headers);
+      expect(Buffer.compare(outcome.record.response.body, sampleRecord('x').response.body)).toBe(0);
+    });
+
+    it('fencing: commit, release and renew by another owner change nothing', async () => {
+      const k = key();
+      await store.claim(k, claim('owner'));
+      expect(await store.commit(k, 'intruder', sampleRecord('fp-1'), 5000)).toBe(false);
+      expect(await store.release(k, 'intruder')).toBe(false);
+      expect(await store.renew(k, 'intruder', 5000)).toBe(false);
+      expect(await store.claim(k, claim('x'))).toEqual({ state: 'in-flight', fingerprint: 'fp-1' });
+      // An owner whose token is a prefix of the real one is still someone else.
+      expect(await store.release(k, 'own')).toBe(false);
+      expect(await store.commit(k, 'owner', sampleRecord('fp-1'), 5000)).toBe(true);
+      expect(await store.release(k, 'owner')).toBe(false); // a record is no claim
+      expect(await store.commit(k, 'owner', sampleRecord('fp-1'), 5000)).toBe(false);
+      expect((await store.claim(k, claim('y'))).state).toBe('completed');
+    });
+
+    it('release frees the key for a retry', async () => {
+      const k = key();
+      await store.claim(k, claim('a'));
+      expect(await store.release(k, 'a')).toBe(true);
+      expect(await store.claim(k, claim('b'))).toEqual({ state: 'claimed' });
+    });
+
+    it('an unrenewed lease expires; the late owner can no longer commit', async () => {
+      const k = key();
+      await store.claim(k, claim('slow', 'fp-1', 100));
+      await sleep(160);
+      expect(await store.claim(k, claim('next', 'fp-1', 5000))).toEqual({ state: 'claimed' });
+      expect(await store.commit(k, 'slow', sampleRecord('stale'), 5000)).toBe(false);
+      expect(await store.commit(k, 'next', sampleRecord('fresh'), 5000)).toBe(true);
+      const outcome = await store.claim(k, claim('z'));
+      expect(outcome.state === 'completed' && outcome.record.fingerprint).toBe('fresh');
+    });
+
+    it('renewal keeps a claim past its first lease', async () => {
+      const k = key();
+      await store.claim(k, claim('a', 'fp-1', 150));
+      for (let i = 0; i < 3; i++) {
+        await sleep(75);
+        expect(await store.renew(k, 'a', 150)).toBe(true);
+      }
+      expect((await store.claim(k, claim('b'))).state).toBe('in-flight');
+    });
+
+    it('a record expires after its ttl', async () => {
+      const k = key();
+      await store.claim(k, claim('a'));
+      await store.commit(k, 'a', sampleRecord('fp-1'), 120);
+      expect((await store.claim(k, claim('b'))).state).toBe('completed');
+      await sleep(180);
+      expect(await store.claim(k, claim('c'))).toEqual({ state: 'claimed' });
+    });
+  });
+}
