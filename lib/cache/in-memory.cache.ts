@@ -144,6 +144,11 @@ export class InMemoryCache implements IdempotencyStore {
     return this.entries.size;
   }
 
+  /** Keys held, expired ones not yet swept included; does not mark anything as used. */
+  keys(): IterableIterator<string> {
+    return this.entries.keys();
+  }
+
   /** Returns a live value and marks it recently used. */
   get<T = unknown>(key: string): T | undefined {
     const e = this.live(key);
