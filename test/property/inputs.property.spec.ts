@@ -1,16 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Body, Controller, type INestApplication, Param, Post, Put } from '@nestjs/common';
 import fc from 'fast-check';
-import { execFileSync } from 'node:child_process';
 import request from 'supertest';
 import { IdempotencyModule, Idempotent, InMemoryCache } from '../../lib/index.js';
 import { escapeScope, cacheKey, UNSCOPED } from '../../lib/utils/key.util.js';
-import { requestFingerprint } from '../../lib/utils/fingerprint.util.js';
 import { ADAPTERS, listen, startApp } from '../support/app.js';
 import { rawRequest } from '../support/raw-http.js';
+import { anyChar, type GeneratedRequest, type Pair, queryString, requestArbitrary, SEED } from '../support/arbitraries.js';
 
-// Fixed seed and bounded runs: the suite is reproducible and fast; raise PROPERTY_RUNS to dig deeper.
-const SEED = 20261202;
+// Bounded runs with a fixed seed (see arbitraries.ts): reproducible and fast; raise PROPERTY_RUNS to dig deeper.
 const RUNS = Number(process.env.PROPERTY_RUNS ?? 120);
 const MAX_KEY = 255;
 const MAX_SCOPE = 255;
@@ -69,11 +67,6 @@ function expectedForScope(scope: string): { status: number; body?: string } {
   return { status: 201 };
 }
 
-const anyChar = fc.oneof(
-  fc.integer({ min: 0, max: 0x7f }).map((c) => String.fromCharCode(c)),
-  fc.constantFrom('"', "'", '\\', ':', '%', ' ', '\t', '{', '}', 'é', 'ü', '€', '😀', '\u00a0', '\u0085'),
-  fc.string({ unit: 'grapheme', minLength: 1, maxLength: 1 }),
-);
 const headerValue = fc.oneof(
   { weight: 4, arbitrary: fc.string({ unit: anyChar, maxLength: 40 }) },
   { weight: 1, arbitrary: fc.string({ unit: anyChar, minLength: 240, maxLength: 270 }) },
@@ -175,30 +168,6 @@ function post(app: INestApplication, key: string, path: string, body: unknown) {
   return request(app.getHttpServer()).post(path).set('Idempotency-Key', key).set('content-type', 'application/json').send(JSON.stringify(body));
 }
 
-type Pair = [string, string];
-interface GeneratedRequest {
-  id: string;
-  pairs: Pair[];
-  nameOrder: string[];
-  body: Record<string, unknown>;
-}
-
-const NAMES = ['a', 'b', 'tag', 'x', 'ü'];
-const requestArbitrary: fc.Arbitrary<GeneratedRequest> = fc
-  .record({
-    id: fc.stringMatching(/^[a-z0-9]{1,8}$/),
-    pairs: fc.array(fc.tuple(fc.constantFrom(...NAMES), fc.string({ unit: anyChar, maxLength: 12 })), { minLength: 1, maxLength: 8 }),
-    nameOrder: fc.shuffledSubarray(NAMES, { minLength: NAMES.length, maxLength: NAMES.length }),
-    body: fc.dictionary(fc.string({ maxLength: 6 }), fc.jsonValue({ maxDepth: 3 }), { minKeys: 1, maxKeys: 6 }),
-  })
-  .map((r) => ({ ...r, body: JSON.parse(JSON.stringify(r.body)) as Record<string, unknown> }))
-  // Fastify's JSON parser refuses prototype-poisoning keys with its own 400, before any of this module's code.
-  .filter((r) => !/"(__proto__|constructor)"/.test(JSON.stringify(r.body)));
-
-function queryString(pairs: Pair[]): string {
-  return pairs.map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join('&');
-}
-
 /** The same parameters with names in another order; a repeated name's values keep theirs. */
 function regroup(pairs: Pair[], nameOrder: string[]): Pair[] {
   return nameOrder.flatMap((name) => pairs.filter(([k]) => k === name));
@@ -236,26 +205,6 @@ function changes(r: GeneratedRequest, pick: number): { what: string; method?: 'P
 }
 
 describe('property: the fingerprint and the key space', () => {
-  it('the fingerprint of a request is identical in a separate process', () => {
-    const samples = fc.sample(
-      fc.record({ method: fc.constantFrom('POST', 'PUT', 'PATCH', 'DELETE'), request: requestArbitrary }),
-      { seed: SEED, numRuns: 200 },
-    );
-    const inputs = samples.map((s) => [s.method, `/echo/${s.request.id}?${queryString(s.request.pairs)}`, s.request.body]);
-    const here = inputs.map(([m, u, b]) => requestFingerprint(m as string, u as string, b));
-    const script = `
-      import { requestFingerprint } from './dist/utils/fingerprint.util.js';
-      let input = '';
-      process.stdin.on('data', (d) => (input += d)).on('end', () => {
-        process.stdout.write(JSON.stringify(JSON.parse(input).map(([m, u, b]) => requestFingerprint(m, u, b))));
-      });`;
-    const there = JSON.parse(
-      execFileSync(process.execPath, ['--input-type=module', '-e', script], { input: JSON.stringify(inputs), encoding: 'utf8' }),
-    );
-    expect(there).toEqual(here);
-    expect(new Set(here).size).toBe(new Set(inputs.map((i) => JSON.stringify(i))).size);
-  });
-
   it('distinct (scope, key) pairs never share a cache key', () => {
     const text = fc.string({ unit: fc.constantFrom('a', ':', '%', '3', 'A', '2', '5', 'é'), maxLength: 8 });
     const pair = fc.tuple(fc.option(text, { nil: undefined }), text);
