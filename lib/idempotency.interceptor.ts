@@ -7,11 +7,10 @@ import {
   StreamableFile,
 } from '@nestjs/common';
 import type { ServerResponse } from 'node:http';
-import { from, Observable, throwError } from 'rxjs';
-import { catchError, finalize, mergeMap, tap } from 'rxjs/operators';
+import { Observable } from 'rxjs';
 import { IDEMPOTENCY_KEY_PROPERTY } from './idempotency.constants.js';
 import { type ActiveClaim, IdempotencyService } from './idempotency.service.js';
-import { recordResponse, type ResponseRecording } from './utils/response-recorder.util.js';
+import { recordResponse } from './utils/response-recorder.util.js';
 
 function isStream(value: unknown): boolean {
   return (
@@ -51,22 +50,32 @@ export class IdempotencyInterceptor implements NestInterceptor {
     });
     this.service.hold(claim);
 
-    return next.handle().pipe(
-      tap((value) => {
-        if (!settled && isStream(value)) {
+    // One subscriber rather than a chain of operators: this runs on every decorated request.
+    return new Observable<unknown>((subscriber) => {
+      const subscription = next.handle().subscribe({
+        next: (value) => {
+          if (!settled && isStream(value)) {
+            recording.abandon();
+            this.giveUp(claim, 'returned a stream');
+          }
+          subscriber.next(value);
+        },
+        // A thrown error frees the key before the error response goes out, so a retry runs again.
+        error: (err: unknown) => {
           recording.abandon();
-          this.giveUp(claim, 'returned a stream');
-        }
-      }),
-      // A thrown error frees the key before the error response goes out, so a retry runs again.
-      catchError((err: unknown) => this.abandon(recording, claim, err)),
-      finalize(() => this.service.unhold(claim)),
-    );
-  }
-
-  private abandon(recording: ResponseRecording, claim: ActiveClaim, err: unknown): Observable<never> {
-    recording.abandon();
-    return from(this.service.release(claim)).pipe(mergeMap(() => throwError(() => err)));
+          this.service.unhold(claim);
+          this.service.release(claim).then(() => subscriber.error(err));
+        },
+        complete: () => {
+          this.service.unhold(claim);
+          subscriber.complete();
+        },
+      });
+      return () => {
+        subscription.unsubscribe();
+        this.service.unhold(claim);
+      };
+    });
   }
 
   private giveUp(claim: ActiveClaim, why: string): void {

@@ -18,7 +18,7 @@ import type {
   IdempotencyIdentityResolver,
   IdentityFunction,
 } from './interfaces/identity-resolver.interface.js';
-import { BodyTooDeepError, MAX_BODY_DEPTH, requestFingerprint } from './utils/fingerprint.util.js';
+import { BodyTooDeepError, requestFingerprint } from './utils/fingerprint.util.js';
 import { cacheKey, escapeScope, keyViolation, UNSCOPED } from './utils/key.util.js';
 import {
   type ResolvedIdempotencyOptions,
@@ -120,7 +120,7 @@ export class IdempotencyService implements OnModuleDestroy, OnApplicationShutdow
       fingerprint = requestFingerprint(request.method, request.originalUrl ?? request.url, request.body);
     } catch (err) {
       if (err instanceof BodyTooDeepError) {
-        throw new IdempotencyException(400, `request body nests deeper than ${MAX_BODY_DEPTH} levels`);
+        throw new IdempotencyException(400, 'request body is nested too deeply');
       }
       throw err;
     }
@@ -176,7 +176,10 @@ export class IdempotencyService implements OnModuleDestroy, OnApplicationShutdow
     }
   }
 
-  /** Keeps the claim's lease renewed until {@link unhold}; one timer serves every held claim. */
+  /**
+   * Keeps the claim's lease renewed until {@link unhold}. One timer serves every held claim; it is
+   * started with the first claim and left running (unref'd), so the request path never creates one.
+   */
   hold(claim: ActiveClaim): void {
     this.held.add(claim);
     if (this.renewal) return;
@@ -194,10 +197,6 @@ export class IdempotencyService implements OnModuleDestroy, OnApplicationShutdow
 
   unhold(claim: ActiveClaim): void {
     this.held.delete(claim);
-    if (this.held.size === 0 && this.renewal) {
-      clearInterval(this.renewal);
-      this.renewal = undefined;
-    }
   }
 
   onModuleDestroy(): void {

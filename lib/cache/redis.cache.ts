@@ -1,11 +1,6 @@
 import { Logger } from '@nestjs/common';
-import type {
-  ClaimOutcome,
-  IdempotencyClaim,
-  IdempotencyRecord,
-  IdempotencyStore,
-  StoredResponse,
-} from './idempotency-store.interface.js';
+import type { ClaimOutcome, IdempotencyClaim, IdempotencyRecord, IdempotencyStore } from './idempotency-store.interface.js';
+import { decodeEntry, encodeClaim, encodeRecord, ownerPrefix } from './record-codec.js';
 import { RedisCacheOptions, type RedisClientLike } from './redis-cache.options.js';
 
 // One script per operation, each a single round trip on a single key (so a Cluster routes it by
@@ -38,42 +33,6 @@ interface ScriptedClient extends RedisClientLike {
   nestjsIdempotencyRenew(key: string, owner: string, leaseMs: number): Promise<number>;
 }
 
-const CLAIM = 0x43; // 'C'
-const RECORD = 0x52; // 'R'
-const NL = 0x0a;
-
-// Stored values: "C<owner>\n<fingerprint>" for a claim; "R<fingerprint>\n<status>\n<headers JSON>\n<body>"
-// for a record. Owner, fingerprint, status and JSON never hold a raw newline; the body is raw bytes.
-function ownerPrefix(owner: string): string {
-  return `C${owner}\n`;
-}
-
-function encodeClaim(owner: string, fingerprint: string): string {
-  return `${ownerPrefix(owner)}${fingerprint}`;
-}
-
-function encodeRecord(record: IdempotencyRecord): Buffer {
-  const { fingerprint, response } = record;
-  const head = Buffer.from(`R${fingerprint}\n${response.status}\n${JSON.stringify(response.headers)}\n`);
-  return Buffer.concat([head, response.body]);
-}
-
-function decode(value: Buffer): ClaimOutcome {
-  if (value[0] === CLAIM) {
-    return { state: 'in-flight', fingerprint: value.toString('latin1', value.indexOf(NL) + 1) };
-  }
-  if (value[0] !== RECORD) return { state: 'in-flight', fingerprint: '' }; // foreign value: not ours to replay
-  const a = value.indexOf(NL);
-  const b = value.indexOf(NL, a + 1);
-  const c = value.indexOf(NL, b + 1);
-  const response: StoredResponse = {
-    status: Number(value.toString('latin1', a + 1, b)),
-    headers: JSON.parse(value.toString('utf8', b + 1, c)),
-    body: value.subarray(c + 1),
-  };
-  return { state: 'completed', record: { fingerprint: value.toString('latin1', 1, a), response } };
-}
-
 class RedisTimeoutError extends Error {}
 
 /**
@@ -103,7 +62,7 @@ export class RedisCache implements IdempotencyStore {
   async claim(key: string, claim: IdempotencyClaim): Promise<ClaimOutcome> {
     const client = await this.client;
     const held = await this.bounded(client.nestjsIdempotencyClaimBuffer(key, encodeClaim(claim.owner, claim.fingerprint), claim.leaseMs));
-    return held ? decode(held) : { state: 'claimed' };
+    return held ? decodeEntry(held) : { state: 'claimed' };
   }
 
   async commit(key: string, owner: string, record: IdempotencyRecord, ttlMs: number): Promise<boolean> {

@@ -1,9 +1,6 @@
-import { createHash, type Hash } from 'node:crypto';
+import { createHash, hash as oneShotHash } from 'node:crypto';
 
-/** Deeper bodies are refused rather than risking the stack on attacker-chosen nesting. */
-export const MAX_BODY_DEPTH = 512;
-
-/** Thrown for a body the fingerprint refuses; the interceptor answers 400. */
+/** Thrown for a body nested too deeply to serialise; the interceptor answers 400. */
 export class BodyTooDeepError extends Error {}
 
 /**
@@ -17,55 +14,35 @@ export function canonicalQuery(rawQuery: string): string {
   return params.toString();
 }
 
+// Returns a sorted copy of each plain object JSON.stringify meets. The copy's keys come out in a
+// canonical order (integer-like keys first, ascending, as V8 enumerates them; the rest sorted), which
+// depends only on the set of keys. Native stringify with this replacer is about twice as fast as a
+// hand-written walk (bench/), and needs no depth bookkeeping of its own.
+function sortKeys(_key: string, value: unknown): unknown {
+  if (typeof value === 'bigint') return value.toString();
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return value;
+  const sorted: Record<string, unknown> = {};
+  for (const k of Object.keys(value).sort()) sorted[k] = (value as Record<string, unknown>)[k];
+  return sorted;
+}
+
 /**
  * The parsed body as JSON with object keys sorted: a retry that re-serialises the same data in
  * another key order (another process, another JSON library) has the same fingerprint.
  */
-export function canonicalJson(value: unknown, depth = 0): string {
-  switch (typeof value) {
-    case 'string':
-      return JSON.stringify(value);
-    case 'number':
-      return Number.isFinite(value) ? String(value) : 'null';
-    case 'boolean':
-      return value ? 'true' : 'false';
-    case 'bigint':
-      return value.toString();
-    case 'object':
-      break;
-    default:
-      return 'null';
+export function canonicalJson(value: unknown): string {
+  try {
+    return JSON.stringify(value, sortKeys) ?? 'null';
+  } catch (err) {
+    // Only attacker-chosen nesting overflows the stack here.
+    if (err instanceof RangeError) throw new BodyTooDeepError();
+    throw err;
   }
-  if (value === null) return 'null';
-  if (depth >= MAX_BODY_DEPTH) throw new BodyTooDeepError();
-  if (Array.isArray(value)) {
-    let out = '[';
-    for (let i = 0; i < value.length; i++) {
-      if (i > 0) out += ',';
-      out += canonicalJson(value[i], depth + 1);
-    }
-    return out + ']';
-  }
-  const toJSON = (value as { toJSON?: unknown }).toJSON;
-  if (typeof toJSON === 'function') return canonicalJson(toJSON.call(value), depth + 1);
-  const object = value as Record<string, unknown>;
-  const keys = Object.keys(object).sort();
-  let out = '{';
-  let first = true;
-  for (const key of keys) {
-    const v = object[key];
-    if (v === undefined || typeof v === 'function' || typeof v === 'symbol') continue;
-    if (!first) out += ',';
-    first = false;
-    out += JSON.stringify(key) + ':' + canonicalJson(v, depth + 1);
-  }
-  return out + '}';
 }
 
-// Each part is written as "<tag><length>:<bytes>", so no two different part lists hash the same input.
-function part(hash: Hash, tag: string, value: string | Uint8Array): void {
-  hash.update(`${tag}${value.length}:`);
-  hash.update(value);
+// Each part is written as "<tag><length>:<value>", so no two different part lists hash the same input.
+function part(tag: string, value: string): string {
+  return `${tag}${value.length}:${value}`;
 }
 
 /**
@@ -76,13 +53,15 @@ export function requestFingerprint(method: string, url: string, body: unknown): 
   const q = url.indexOf('?');
   const path = q === -1 ? url : url.slice(0, q);
   const query = q === -1 ? '' : canonicalQuery(url.slice(q + 1));
-  const hash = createHash('sha256');
-  part(hash, 'm', method);
-  part(hash, 'p', path);
-  part(hash, 'q', query);
-  if (body === undefined || body === null) hash.update('n');
-  else if (typeof body === 'string') part(hash, 's', body);
-  else if (body instanceof Uint8Array) part(hash, 'b', body);
-  else part(hash, 'j', canonicalJson(body));
-  return hash.digest('base64url');
+  const head = part('m', method) + part('p', path) + part('q', query);
+  // One update for the common case: every native call into the hash has a fixed cost.
+  if (body instanceof Uint8Array) {
+    const hash = createHash('sha256').update(`${head}b${body.length}:`);
+    return hash.update(body).digest('base64url');
+  }
+  let tail: string;
+  if (body === undefined || body === null) tail = 'n';
+  else if (typeof body === 'string') tail = part('s', body);
+  else tail = part('j', canonicalJson(body));
+  return oneShotHash('sha256', head + tail, 'base64url');
 }

@@ -50,7 +50,8 @@ describe.each(ADAPTERS)('attack list and key validation on %s', (adapter) => {
       expect(b.headers['idempotent-replayed']).toBe('true');
       expect(runs.of('payments')).toBe(before + 1);
       // The literal key is the cache key: no decoding (%41 stays %41), no prototype lookups.
-      expect(cache.get(`idem:%:${key}`)).toMatchObject({ response: { status: 201 } });
+      const stored = await cache.claim(`idem:%:${key}`, { owner: 'probe', fingerprint: 'probe', leaseMs: 1 });
+      expect(stored).toMatchObject({ state: 'completed', record: { response: { status: 201 } } });
     }
     expect(cache.get('idem:%:A')).toBeUndefined();
   });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { canonicalJson, canonicalQuery, MAX_BODY_DEPTH, requestFingerprint } from '../../lib/utils/fingerprint.util.js';
+import { BodyTooDeepError, canonicalJson, canonicalQuery, requestFingerprint } from '../../lib/utils/fingerprint.util.js';
 
 describe('canonical query', () => {
   it('sorts names and keeps the order of a repeated name\'s values', () => {
@@ -18,6 +18,7 @@ describe('canonical query', () => {
 describe('canonical body', () => {
   it('sorts object keys at every depth and keeps array order', () => {
     expect(canonicalJson({ b: 1, a: { d: [3, 1], c: null } })).toBe('{"a":{"c":null,"d":[3,1]},"b":1}');
+    expect(canonicalJson({ when: new Date(0), n: 1n })).toBe('{"n":"1","when":"1970-01-01T00:00:00.000Z"}');
     expect(canonicalJson([{ y: 1, x: 2 }])).toBe('[{"x":2,"y":1}]');
   });
 
@@ -28,10 +29,17 @@ describe('canonical body', () => {
     expect(canonicalJson({ u: undefined, n: NaN })).toBe('{"n":null}');
   });
 
-  it('refuses nesting deeper than the limit', () => {
+  it('refuses nesting too deep to serialise with its own error, not a crash', () => {
     let deep: unknown = 0;
-    for (let i = 0; i < MAX_BODY_DEPTH + 1; i++) deep = [deep];
-    expect(() => canonicalJson(deep)).toThrow();
+    for (let i = 0; i < 1_000_000; i++) deep = { d: deep };
+    expect(() => canonicalJson(deep)).toThrow(BodyTooDeepError);
+    let fine: unknown = 0;
+    for (let i = 0; i < 1000; i++) fine = [fine];
+    expect(canonicalJson(fine)).toBe(`${'['.repeat(1000)}0${']'.repeat(1000)}`);
+  });
+
+  it('orders integer-like keys canonically too', () => {
+    expect(canonicalJson({ b: 1, 10: 'x', a: 2, 2: 'y' })).toBe(canonicalJson({ 2: 'y', a: 2, 10: 'x', b: 1 }));
   });
 });
 

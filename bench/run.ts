@@ -1,0 +1,267 @@
+import autocannon from 'autocannon';
+import { type ChildProcess, execFileSync, fork, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { cpus } from 'node:os';
+import { requestFingerprint } from '../lib/utils/fingerprint.util.js';
+import { fingerprintCost, heapPerRecord, median, storeOpsPerSecond } from './micro.js';
+
+/**
+ * `npm run bench`: every figure is measured in this one run, variants side by side and interleaved.
+ * Servers run on 127.0.0.1 in processes of their own; autocannon drives them from this process.
+ */
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const DURATION_S = Number(process.env.BENCH_DURATION ?? 8);
+const CONNECTIONS = 50;
+const VARIANTS = ['bare', 'memory', 'redis'] as const;
+type Variant = (typeof VARIANTS)[number];
+const WORKLOADS = ['first', 'replay'] as const;
+type Workload = (typeof WORKLOADS)[number];
+
+const children: ChildProcess[] = [];
+function stopAll(): void {
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+}
+process.on('exit', stopAll);
+for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => process.exit(130));
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer().listen(0, '127.0.0.1', () => {
+      const a = srv.address();
+      srv.close(() => (a && typeof a === 'object' ? resolve(a.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+const redisCli = (port: number, ...args: string[]) => execFileSync('redis-cli', ['-p', String(port), ...args], { encoding: 'utf8' });
+
+async function startRedis(): Promise<number> {
+  const port = await freePort();
+  children.push(spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' }));
+  for (let i = 0; i < 100; i++) {
+    try {
+      if (redisCli(port, 'PING').trim() === 'PONG') return port;
+    } catch {
+      // starting
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error('redis-server did not start');
+}
+
+async function startServer(variant: Variant, redisPort: number): Promise<string> {
+  const port = await freePort();
+  const child = fork(new URL('./server.js', import.meta.url), [], {
+    env: { ...process.env, NODE_ENV: 'bench', VARIANT: variant, PORT: String(port), REDIS_URL: `redis://127.0.0.1:${redisPort}` },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  children.push(child);
+  await new Promise<void>((resolve, reject) => {
+    child.once('message', () => resolve());
+    child.once('exit', (code) => reject(new Error(`${variant} server exited with ${code}`)));
+  });
+  return `http://127.0.0.1:${port}`;
+}
+
+async function stats(base: string): Promise<{ runs: number; cpuMicros: number }> {
+  return (await fetch(`${base}/stats`)).json() as Promise<{ runs: number; cpuMicros: number }>;
+}
+
+const BODY = '{"amount":1000,"currency":"EUR"}';
+const headers = (key?: string) => ({ 'content-type': 'application/json', ...(key ? { 'idempotency-key': key } : {}) });
+
+function load(base: string, workload: Workload, replayKey: string, opts: { duration?: number; amount?: number }) {
+  let n = 0;
+  const prefix = randomUUID();
+  return autocannon({
+    url: `${base}/tx`,
+    connections: CONNECTIONS,
+    ...opts,
+    requests: [
+      {
+        method: 'POST',
+        body: BODY,
+        setupRequest: (req) => ({ ...req, headers: headers(workload === 'first' ? `${prefix}-${++n}` : replayKey) }),
+      },
+    ],
+  });
+}
+
+interface Cell {
+  variant: Variant;
+  workload: Workload;
+  round: number;
+  rps: number;
+  p50: number;
+  p99: number;
+  non2xx: number;
+  cpuPerResponseUs: number;
+}
+
+async function main(): Promise<void> {
+  const started = Date.now();
+  const redisPort = await startRedis();
+  const bases = {} as Record<Variant, string>;
+  for (const v of VARIANTS) bases[v] = await startServer(v, redisPort);
+  const replayKey = `replay-${randomUUID()}`;
+  for (const v of VARIANTS) {
+    // Prime the replay key, and warm up each server (JIT, connections, script cache).
+    await fetch(`${bases[v]}/tx`, { method: 'POST', headers: headers(replayKey), body: BODY });
+    await load(bases[v], 'first', replayKey, { duration: 2 });
+  }
+
+  // Correctness in the same run: handler runs == 2xx for a fixed count; none during replays.
+  const correctness: Record<string, string> = {};
+  for (const v of VARIANTS) {
+    const before = await stats(bases[v]);
+    const first = await load(bases[v], 'first', replayKey, { amount: 5000 });
+    const mid = await stats(bases[v]);
+    const replay = await load(bases[v], 'replay', replayKey, { amount: 5000 });
+    const after = await stats(bases[v]);
+    const firstOk = mid.runs - before.runs === first['2xx'] && first.non2xx === 0;
+    const replayOk = v === 'bare' ? true : after.runs === mid.runs && replay.non2xx === 0;
+    correctness[v] = `first: ${mid.runs - before.runs} runs for ${first['2xx']} 2xx ${firstOk ? 'OK' : 'WRONG'}; replay: ${v === 'bare' ? 'n/a (no idempotency)' : `${after.runs - mid.runs} runs ${replayOk ? 'OK' : 'WRONG'}`}`;
+  }
+
+  const cells: Cell[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const workload of WORKLOADS) {
+      // Rotate the variant order every round, so no variant always runs first (or last).
+      const order = VARIANTS.map((_, i) => VARIANTS[(i + round) % VARIANTS.length]);
+      for (const variant of order) {
+        const before = await stats(bases[variant]);
+        const r = await load(bases[variant], workload, replayKey, { duration: DURATION_S });
+        const after = await stats(bases[variant]);
+        cells.push({
+          variant,
+          workload,
+          round,
+          rps: r.requests.average,
+          p50: r.latency.p50,
+          p99: r.latency.p99,
+          non2xx: r.non2xx,
+          cpuPerResponseUs: (after.cpuMicros - before.cpuMicros - 0) / Math.max(1, r.requests.total),
+        });
+        process.stderr.write(`round ${round + 1}/${ROUNDS} ${workload} ${variant}: ${Math.round(r.requests.average)} req/s\n`);
+      }
+    }
+  }
+
+  // Redis commands per request kind, counted by the server (CONFIG RESETSTAT, then fixed counts).
+  const budget = await redisBudget(bases.redis, redisPort);
+  const micro = { heapPerRecord: await heapPerRecord(), ops: await storeOpsPerSecond(), fingerprint: fingerprintCost() };
+  stopAll();
+
+  const table = report(cells, budget, micro, correctness);
+  process.stdout.write(`${table}\n`);
+  // Raw figures go next to the sources (bench/results/, git-ignored), not into the compiled .build/.
+  mkdirSync('bench/results', { recursive: true });
+  const file = `bench/results/bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`;
+  writeFileSync(file, JSON.stringify({ machine: machine(), seconds: (Date.now() - started) / 1000, cells, budget, micro, correctness }, null, 2));
+  process.stdout.write(`raw results: ${file}\n`);
+}
+
+async function redisBudget(base: string, redisPort: number): Promise<Record<'first' | 'replay' | 'conflict', Record<string, number>>> {
+  const N = 200;
+  const count = async (fn: () => Promise<void>) => {
+    redisCli(redisPort, 'CONFIG', 'RESETSTAT');
+    await fn();
+    const out: Record<string, number> = {};
+    for (const line of redisCli(redisPort, 'INFO', 'commandstats').split('\n')) {
+      const m = /^cmdstat_([^:]+):calls=(\d+)/.exec(line.trim());
+      if (m && !m[1].startsWith('config') && m[1] !== 'info') out[m[1]] = Number(m[2]) / N;
+    }
+    return out;
+  };
+  const post = (key: string) => fetch(`${base}/tx`, { method: 'POST', headers: headers(key), body: BODY }).then((r) => r.arrayBuffer());
+  const keys = Array.from({ length: N }, () => `budget-${randomUUID()}`);
+  const first = await count(async () => {
+    for (const k of keys) await post(k);
+  });
+  const replay = await count(async () => {
+    for (const k of keys) await post(k);
+  });
+  // A conflict: the key is held in flight by "another pod" (a claim written straight into Redis).
+  const held = `held-${randomUUID()}`;
+  const fingerprint = requestFingerprint('POST', '/tx', JSON.parse(BODY));
+  redisCli(redisPort, 'SET', `idem:%:${held}`, `C${randomUUID()}\n${fingerprint}`, 'PX', '60000');
+  const conflict = await count(async () => {
+    for (let i = 0; i < N; i++) {
+      const r = await fetch(`${base}/tx`, { method: 'POST', headers: headers(held), body: BODY });
+      if (r.status !== 409) throw new Error(`expected 409, got ${r.status}`);
+      await r.arrayBuffer();
+    }
+  });
+  return { first, replay, conflict };
+}
+
+function machine(): string {
+  return `${cpus().length} x ${cpus()[0]?.model ?? 'cpu'}, Node ${process.version}, ${process.platform}`;
+}
+
+type Micro = { heapPerRecord: number; ops: { claimCommit: number; read: number }; fingerprint: ReturnType<typeof fingerprintCost> };
+
+function report(cells: Cell[], budget: Awaited<ReturnType<typeof redisBudget>>, micro: Micro, correctness: Record<string, string>): string {
+  const med = (v: Variant, w: Workload, f: keyof Cell) => median(cells.filter((c) => c.variant === v && c.workload === w).map((c) => c[f] as number));
+  // Per-round ratio against bare of the same round, then the median of those ratios.
+  const ratio = (v: Variant, w: Workload, f: 'rps' | 'cpuPerResponseUs') =>
+    median(
+      cells
+        .filter((c) => c.variant === v && c.workload === w)
+        .map((c) => c[f] / cells.find((b) => b.variant === 'bare' && b.workload === w && b.round === c.round)![f]),
+    );
+  const lines: string[] = [];
+  lines.push(`Machine: ${machine()}; ${ROUNDS} rounds x ${DURATION_S} s per cell, ${CONNECTIONS} connections, medians.`, '');
+  lines.push('| variant | workload | req/s | p50 ms | p99 ms | non-2xx | server CPU µs/response | req/s vs bare (per-round ratios) | CPU vs bare |');
+  lines.push('|---|---|---|---|---|---|---|---|---|');
+  for (const w of WORKLOADS) {
+    for (const v of VARIANTS) {
+      const perRound = cells
+        .filter((c) => c.variant === v && c.workload === w)
+        .map((c) => (c.rps / cells.find((b) => b.variant === 'bare' && b.workload === w && b.round === c.round)!.rps).toFixed(2));
+      lines.push(
+        `| ${v} | ${w} | ${Math.round(med(v, w, 'rps'))} | ${med(v, w, 'p50')} | ${med(v, w, 'p99')} | ${cells.filter((c) => c.variant === v && c.workload === w).reduce((s, c) => s + c.non2xx, 0)} | ${med(v, w, 'cpuPerResponseUs').toFixed(1)} | ${v === 'bare' ? '1.00' : `${ratio(v, w, 'rps').toFixed(2)} (${perRound.join(', ')})`} | ${v === 'bare' ? '1.00' : ratio(v, w, 'cpuPerResponseUs').toFixed(2)} |`,
+      );
+    }
+  }
+  const cmds = (b: Record<string, number>) => Object.entries(b).map(([k, n]) => `${k} ${n}`).join(', ') || 'none';
+  const evalsha = (b: Record<string, number>) => b.evalsha ?? 0;
+  const check = (ok: boolean) => (ok ? 'PASS' : 'MISS');
+  const fp1m = micro.fingerprint.find((f) => f.size === '1 MiB')!;
+  const targets: [string, string, string, boolean][] = [
+    ['memory `first`: req/s vs bare', '>= 0.90', ratio('memory', 'first', 'rps').toFixed(2), ratio('memory', 'first', 'rps') >= 0.9],
+    ['memory `first`: server CPU/response vs bare', '<= 1.15', ratio('memory', 'first', 'cpuPerResponseUs').toFixed(2), ratio('memory', 'first', 'cpuPerResponseUs') <= 1.15],
+    ['memory `replay`: req/s vs bare', '>= 0.95', ratio('memory', 'replay', 'rps').toFixed(2), ratio('memory', 'replay', 'rps') >= 0.95],
+    ['redis `first`: req/s vs bare', '>= 0.85', ratio('redis', 'first', 'rps').toFixed(2), ratio('redis', 'first', 'rps') >= 0.85],
+    ['redis `replay`: req/s vs bare', '>= 0.90', ratio('redis', 'replay', 'rps').toFixed(2), ratio('redis', 'replay', 'rps') >= 0.9],
+    [
+      'Redis commands (EVALSHA round trips): first / replay / conflict',
+      'exactly 2 / 1 / 1',
+      `${evalsha(budget.first)} / ${evalsha(budget.replay)} / ${evalsha(budget.conflict)}`,
+      evalsha(budget.first) === 2 && evalsha(budget.replay) === 1 && evalsha(budget.conflict) === 1,
+    ],
+    ['InMemoryCache heap per record (100-byte body)', '<= 600 bytes', `${Math.round(micro.heapPerRecord)} bytes`, micro.heapPerRecord <= 600],
+    ['fingerprint of a 1 MiB body vs plain SHA-256', '<= 3x', `${fp1m.ratio.toFixed(2)}x`, fp1m.ratio <= 3],
+  ];
+  lines.push('', '| target | goal | measured | |', '|---|---|---|---|');
+  for (const [name, goal, got, ok] of targets) lines.push(`| ${name} | ${goal} | ${got} | ${check(ok)} |`);
+  lines.push('', '| Redis commands per request (server-side, incl. calls inside the scripts) | |', '|---|---|');
+  lines.push(`| first | ${cmds(budget.first)} |`, `| replay | ${cmds(budget.replay)} |`, `| conflict (409) | ${cmds(budget.conflict)} |`);
+  lines.push('', '| micro-benchmark | result |', '|---|---|');
+  lines.push(`| InMemoryCache claim+commit with 200,000 records held | ${Math.round(micro.ops.claimCommit).toLocaleString('en')} /s |`);
+  lines.push(`| InMemoryCache read (claim of a completed key) with 200,000 records | ${Math.round(micro.ops.read).toLocaleString('en')} /s |`);
+  for (const f of micro.fingerprint) {
+    lines.push(`| fingerprint ${f.size} JSON body | ${f.fingerprintUs.toFixed(1)} µs (SHA-256 of the bytes ${f.sha256Us.toFixed(1)} µs, ${f.ratio.toFixed(2)}x) |`);
+  }
+  lines.push('', '| correctness in this run | |', '|---|---|');
+  for (const v of VARIANTS) lines.push(`| ${v} | ${correctness[v]} |`);
+  return lines.join('\n');
+}
+
+main().catch((err) => {
+  process.stderr.write(`${(err as Error).stack}\n`);
+  stopAll();
+  process.exit(1);
+});

@@ -1,0 +1,49 @@
+import type { ClaimOutcome, IdempotencyRecord, StoredResponse } from './idempotency-store.interface.js';
+
+const CLAIM = 0x43; // 'C'
+const RECORD = 0x52; // 'R'
+const NL = 0x0a;
+
+// One flat value per key, for Redis and for InMemoryCache alike (one Buffer costs far less memory
+// than the objects of a record): "C<owner>\n<fingerprint>" for a claim and
+// "R<fingerprint>\n<status>\n<headers JSON>\n<body>" for a record. Owner, fingerprint, status and
+// the JSON never hold a raw newline; the body is raw bytes.
+
+/** The start of a claim value: what fenced operations compare. */
+export function ownerPrefix(owner: string): string {
+  return `C${owner}\n`;
+}
+
+export function encodeClaim(owner: string, fingerprint: string): string {
+  return `${ownerPrefix(owner)}${fingerprint}`;
+}
+
+export function encodeRecord(record: IdempotencyRecord): Buffer {
+  const { fingerprint, response } = record;
+  const head = `R${fingerprint}\n${response.status}\n${JSON.stringify(response.headers)}\n`;
+  const out = Buffer.allocUnsafe(Buffer.byteLength(head) + response.body.length);
+  const n = out.write(head);
+  response.body.copy(out, n);
+  return out;
+}
+
+/** Reads a record value back. */
+export function decodeRecord(value: Buffer): IdempotencyRecord {
+  const a = value.indexOf(NL);
+  const b = value.indexOf(NL, a + 1);
+  const c = value.indexOf(NL, b + 1);
+  const response: StoredResponse = {
+    status: Number(value.toString('latin1', a + 1, b)),
+    headers: JSON.parse(value.toString('utf8', b + 1, c)),
+    body: value.subarray(c + 1),
+  };
+  return { fingerprint: value.toString('latin1', 1, a), response };
+}
+
+/** What a stored value means to a claimant. */
+export function decodeEntry(value: Buffer): ClaimOutcome {
+  if (value[0] === CLAIM) return { state: 'in-flight', fingerprint: value.toString('latin1', value.indexOf(NL) + 1) };
+  // A foreign value is not ours to replay: report it as held by a different request.
+  if (value[0] !== RECORD) return { state: 'in-flight', fingerprint: '' };
+  return { state: 'completed', record: decodeRecord(value) };
+}
