@@ -46,7 +46,10 @@ export class IdempotencyInterceptor implements NestInterceptor {
         settled = true;
         return this.service.commit(claim, stored);
       },
-      onStream: () => this.giveUp(claim, 'was streamed'),
+      onStream: () => {
+        settled = true;
+        this.giveUp(claim, 'was streamed');
+      },
     });
     this.service.hold(claim);
 
