@@ -6,8 +6,8 @@ import { createServer, type RequestListener, type Server } from 'node:http';
 
 export type AdapterName = 'express' | 'fastify';
 
-/** Every e2e suite runs over both adapters. */
-export const ADAPTERS: AdapterName[] = ['express', 'fastify'];
+/** Every e2e suite runs over both adapters (TEST_ADAPTERS=express narrows it, for mutation runs). */
+export const ADAPTERS: AdapterName[] = (process.env.TEST_ADAPTERS?.split(',') as AdapterName[] | undefined) ?? ['express', 'fastify'];
 
 export interface StartOptions {
   /** Node's header size limit for the server (Node's default, 16 KiB, answers 431 itself above it). */

@@ -1,4 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
+import { createHash } from 'node:crypto';
 import { BodyTooDeepError, canonicalJson, canonicalQuery, requestFingerprint } from '../../lib/utils/fingerprint.util.js';
 
 describe('canonical query', () => {
@@ -7,6 +8,7 @@ describe('canonical query', () => {
     expect(canonicalQuery('tag=a&x=1&tag=b')).toBe('tag=a&tag=b&x=1');
     expect(canonicalQuery('tag=a&tag=b')).not.toBe(canonicalQuery('tag=b&tag=a'));
     expect(canonicalQuery('')).toBe('');
+    expect(canonicalQuery('=')).toBe('=');
   });
 
   it('normalises percent-encoding, so an encoded and a plain value agree', () => {
@@ -45,6 +47,15 @@ describe('canonical body', () => {
 
 describe('request fingerprint', () => {
   const fp = requestFingerprint;
+  const sha = (input: string | Buffer) => createHash('sha256').update(input).digest('base64url');
+
+  it('is SHA-256 over the tagged, length-delimited parts, as specified', () => {
+    expect(fp('POST', '/a?b=1&a=2', { y: 1, x: [true] })).toBe(sha('m4:POSTp2:/aq7:a=2&b=1j18:{"x":[true],"y":1}'));
+    expect(fp('PUT', '/pay', undefined)).toBe(sha('m3:PUTp4:/payq0:n'));
+    expect(fp('POST', '/?', 'text')).toBe(sha('m4:POSTp1:/q0:s4:text'));
+    expect(fp('POST', '/b', Buffer.from([1, 2]))).toBe(sha(Buffer.concat([Buffer.from('m4:POSTp2:/bq0:b2:'), Buffer.from([1, 2])])));
+  });
+
   it('is equal for a reordered query and reordered body keys', () => {
     expect(fp('POST', '/p?a=1&b=2', { x: 1, y: 2 })).toBe(fp('POST', '/p?b=2&a=1', { y: 2, x: 1 }));
   });

@@ -165,6 +165,97 @@ describe('InMemoryCache eviction', () => {
   });
 });
 
+describe('InMemoryCache bookkeeping', () => {
+  it('a deleted entry leaves the eviction order intact', () => {
+    const c = new InMemoryCache({ maxEntries: 3 });
+    c.set('a', 1);
+    c.set('b', 2);
+    c.set('c', 3);
+    c.delete('b');
+    c.set('d', 4);
+    c.set('e', 5); // evicts a
+    c.set('f', 6); // evicts c
+    expect([...c.keys()].sort()).toEqual(['d', 'e', 'f']);
+    expect(c.size).toBe(3);
+  });
+
+  it('overwriting a value keeps one entry', () => {
+    const c = new InMemoryCache({ maxEntries: 2 });
+    c.set('a', 1);
+    expect(c.set('a', 2)).toBe(true);
+    c.set('b', 3);
+    expect(c.get('a')).toBe(2);
+    expect(c.get('b')).toBe(3);
+    c.set('c', 4);
+    expect(c.size).toBe(2);
+  });
+
+  it('an entry without ttl never expires', () => {
+    let now = 0;
+    const c = new InMemoryCache({ now: () => now });
+    c.set('forever', 1);
+    now = Number.MAX_SAFE_INTEGER;
+    expect(c.get('forever')).toBe(1);
+  });
+
+  it('a plain value under a key is foreign to the idempotency operations', async () => {
+    const c = new InMemoryCache();
+    c.set('k', { owner: 'o' });
+    expect(await c.claim('k', claim('o'))).toEqual({ state: 'in-flight', fingerprint: '' });
+    expect(await c.commit('k', 'o', record(), 1000)).toBe(false);
+    expect(await c.release('k', 'o')).toBe(false);
+    expect(await c.renew('k', 'o', 1000)).toBe(false);
+    expect(await c.commit('missing', 'o', record(), 1000)).toBe(false);
+  });
+
+  it('evicts the oldest entry across prefix groups', () => {
+    const c = new InMemoryCache({ maxEntries: 4, prefixQuotas: { 'a:': 1, 'b:': 1 } });
+    for (const k of ['b:1', 'a:1', 'b:2', 'a:2']) c.set(k, k);
+    c.set('c:1', 'c');
+    expect(c.get('b:1')).toBeUndefined();
+    expect(c.get('a:1')).toBe('a:1');
+  });
+
+  it('keys without a quota prefix are never protected', () => {
+    const c = new InMemoryCache({ maxEntries: 3, prefixQuotas: { 'q:': 1 } });
+    c.set('x', 1);
+    c.set('q:1', 1);
+    c.set('q:2', 1);
+    c.set('q:3', 1); // q: is over its quota and x has none: x, the oldest, goes
+    expect(c.get('x')).toBeUndefined();
+    expect(c.get('q:1')).toBe(1);
+  });
+
+  it('a key counts under its longest matching quota prefix', () => {
+    const c = new InMemoryCache({ maxEntries: 2, prefixQuotas: { 'idem:': 1, 'idem:a:': 1 } });
+    c.set('idem:a:1', 1);
+    c.set('idem:2', 2);
+    c.set('idem:a:3', 3); // only its own group may give way
+    expect(c.get('idem:2')).toBe(2);
+    expect(c.get('idem:a:1')).toBeUndefined();
+    expect(c.get('idem:a:3')).toBe(3);
+  });
+
+  it('reads order entries by recency across groups', () => {
+    const c = new InMemoryCache({ maxEntries: 4, prefixQuotas: { 'a:': 1, 'b:': 1 } });
+    for (const k of ['a:1', 'b:1', 'a:2', 'b:2']) c.set(k, k);
+    for (const k of ['a:1', 'b:1', 'a:2', 'b:2']) c.get(k);
+    c.get('a:1'); // now b:1 is the least recently read
+    c.set('c:1', 1);
+    expect(c.get('b:1')).toBeUndefined();
+    expect(c.get('a:1')).toBe('a:1');
+  });
+
+  it('accepts maxEntries 1 and refuses negative quotas', () => {
+    const c = new InMemoryCache({ maxEntries: 1 });
+    c.set('a', 1);
+    c.set('b', 2);
+    expect([...c.keys()]).toEqual(['b']);
+    expect(() => new InMemoryCache({ prefixQuotas: { 'a:': -1 } })).toThrow('non-negative integer quotas');
+    expect(new InMemoryCache({ maxEntries: 5, prefixQuotas: { 'a:': 0 } }).size).toBe(0);
+  });
+});
+
 describe('InMemoryCache in production', () => {
   const env = process.env.NODE_ENV;
   afterEach(() => {
