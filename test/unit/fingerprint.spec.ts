@@ -40,6 +40,11 @@ describe('canonical body', () => {
     expect(canonicalJson(fine)).toBe(`${'['.repeat(1000)}0${']'.repeat(1000)}`);
   });
 
+  it('lets other serialisation errors through as they are', () => {
+    const body = { toJSON: () => { throw new TypeError('not serialisable'); } };
+    expect(() => canonicalJson(body)).toThrow(TypeError);
+  });
+
   it('orders integer-like keys canonically too', () => {
     expect(canonicalJson({ b: 1, 10: 'x', a: 2, 2: 'y' })).toBe(canonicalJson({ 2: 'y', a: 2, 10: 'x', b: 1 }));
   });
@@ -52,6 +57,7 @@ describe('request fingerprint', () => {
   it('is SHA-256 over the tagged, length-delimited parts, as specified', () => {
     expect(fp('POST', '/a?b=1&a=2', { y: 1, x: [true] })).toBe(sha('m4:POSTp2:/aq7:a=2&b=1j18:{"x":[true],"y":1}'));
     expect(fp('PUT', '/pay', undefined)).toBe(sha('m3:PUTp4:/payq0:n'));
+    expect(fp('PUT', '/pay', null)).toBe(sha('m3:PUTp4:/payq0:n'));
     expect(fp('POST', '/?', 'text')).toBe(sha('m4:POSTp1:/q0:s4:text'));
     expect(fp('POST', '/b', Buffer.from([1, 2]))).toBe(sha(Buffer.concat([Buffer.from('m4:POSTp2:/bq0:b2:'), Buffer.from([1, 2])])));
   });

@@ -190,6 +190,17 @@ describe('InMemoryCache bookkeeping', () => {
     expect(c.size).toBe(2);
   });
 
+  it('set() can give an existing entry a guarantee, and take it away', () => {
+    const c = new InMemoryCache({ maxEntries: 3 });
+    c.set('kept', 1);
+    c.set('kept', 2, { guaranteed: true });
+    c.set('dropped', 1, { guaranteed: true });
+    c.set('dropped', 2);
+    for (let i = 0; i < 10; i++) c.set(`plain:${i}`, i);
+    expect(c.get('kept')).toBe(2);
+    expect(c.get('dropped')).toBeUndefined();
+  });
+
   it('an entry without ttl never expires', () => {
     let now = 0;
     const c = new InMemoryCache({ now: () => now });
