@@ -9,5 +9,6 @@ export default {
     '^.+\\.ts$': ['ts-jest', { useESM: true, tsconfig: 'tsconfig.json' }],
   },
   globalSetup: '<rootDir>/test/global-setup.js',
+  setupFilesAfterEnv: ['<rootDir>/test/support/after-env.ts'],
   testTimeout: 30000,
 };

@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { track } from './processes.js';
 import { freePort } from './redis-server.js';
 
 export interface PodOptions {
@@ -32,7 +33,7 @@ export class Pod {
       IDEMPOTENCY_LEASE_MS: options.leaseMs === undefined ? '' : String(options.leaseMs),
       PAYMENT_PROVIDER_LATENCY_MS: String(options.providerLatencyMs ?? 0),
     };
-    const child = spawn(process.execPath, [...(options.nodeArgs ?? []), '.build/sample/main.js'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = track(spawn(process.execPath, [...(options.nodeArgs ?? []), '.build/sample/main.js'], { env, stdio: ['ignore', 'pipe', 'pipe'] }));
     const output: string[] = [];
     child.stdout?.on('data', (d) => output.push(String(d)));
     child.stderr?.on('data', (d) => output.push(String(d)));

@@ -3,17 +3,36 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { track } from './processes.js';
 
-/** A free TCP port on 127.0.0.1 (bound once, then released). */
-export function freePort(): Promise<number> {
+/** A free TCP port on 127.0.0.1 (bound once, then released); 0 lets the kernel choose. */
+export function freePort(wanted = 0): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
+    srv.listen(wanted, '127.0.0.1', () => {
       const address = srv.address();
       srv.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
     });
   });
+}
+
+/**
+ * A port P with P and P + 10000 (the cluster bus port) both free, below the kernel's ephemeral range
+ * (32768 and up on Linux), so neither can be taken by the outgoing sockets of earlier suites.
+ */
+async function freeClusterPort(): Promise<number> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const port = 20000 + Math.floor(Math.random() * 2700);
+    try {
+      await freePort(port);
+      await freePort(port + 10000);
+      return port;
+    } catch {
+      // taken: try another
+    }
+  }
+  throw new Error('no free port pair for a cluster node');
 }
 
 function hasBinary(name: string): boolean {
@@ -72,23 +91,35 @@ export class RedisServer {
     return this.external ? process.env.REDIS_URL! : `redis://127.0.0.1:${this.port}`;
   }
 
-  /** Starts one (or uses REDIS_URL, which tests that stop the server cannot use). */
-  static async start(extraArgs: string[] = [], options: { ownServer?: boolean } = {}): Promise<RedisServer> {
+  /**
+   * Starts one (or uses REDIS_URL, which tests that stop the server cannot use). A port can be taken
+   * between choosing and binding it, so a server that exits at startup is retried on another port.
+   */
+  static async start(extraArgs: string[] = [], options: { ownServer?: boolean; cluster?: boolean } = {}): Promise<RedisServer> {
     if (process.env.REDIS_URL && !options.ownServer) {
       return new RedisServer(Number(new URL(process.env.REDIS_URL).port || 6379), true, []);
     }
-    const server = new RedisServer(await freePort(), false, extraArgs);
-    await server.resume();
-    return server;
+    let lastError: unknown;
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const server = new RedisServer(options.cluster ? await freeClusterPort() : await freePort(), false, extraArgs);
+      try {
+        await server.resume();
+        return server;
+      } catch (error) {
+        lastError = error;
+        await server.stop();
+      }
+    }
+    throw lastError;
   }
 
   /** (Re)starts the process on the same port. */
   async resume(): Promise<void> {
     if (this.external) throw new Error('cannot restart the REDIS_URL server');
-    this.child = spawn(
-      'redis-server',
-      ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...this.extraArgs],
-      { stdio: 'ignore' },
+    this.child = track(
+      spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...this.extraArgs], {
+        stdio: 'ignore',
+      }),
     );
     await waitForPing(this.port, this.child);
   }
@@ -97,7 +128,7 @@ export class RedisServer {
   async stop(): Promise<void> {
     const child = this.child;
     this.child = undefined;
-    if (!child || child.exitCode !== null) return;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise((r) => child.once('exit', r));
     child.kill('SIGKILL');
     await exited;
@@ -129,23 +160,29 @@ export class RedisCluster {
 
   static async start(): Promise<RedisCluster> {
     const dir = mkdtempSync(join(tmpdir(), 'idem-cluster-'));
-    const nodes: RedisServer[] = [];
-    for (let i = 0; i < 3; i++) {
-      nodes.push(
-        await RedisServer.start(
-          ['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, `nodes-${i}.conf`), '--dir', dir, '--cluster-node-timeout', '2000'],
-          { ownServer: true },
-        ),
-      );
+    const cluster = new RedisCluster([], dir);
+    try {
+      for (let i = 0; i < 3; i++) {
+        cluster.nodes.push(
+          await RedisServer.start(
+            ['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, `nodes-${i}.conf`), '--dir', dir, '--cluster-node-timeout', '2000'],
+            { ownServer: true, cluster: true },
+          ),
+        );
+      }
+      execFileSync('redis-cli', ['--cluster', 'create', ...cluster.nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'], {
+        stdio: 'ignore',
+      });
+      for (let i = 0; i < 100; i++) {
+        if (cluster.nodes.every((n) => n.cli('CLUSTER', 'INFO').includes('cluster_state:ok'))) return cluster;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      throw new Error('the cluster did not reach cluster_state:ok');
+    } catch (error) {
+      // Nodes already started would otherwise outlive the suite.
+      await cluster.stop();
+      throw error;
     }
-    execFileSync('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'], {
-      stdio: 'ignore',
-    });
-    for (let i = 0; i < 100; i++) {
-      if (nodes.every((n) => n.cli('CLUSTER', 'INFO').includes('cluster_state:ok'))) return new RedisCluster(nodes, dir);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    throw new Error('the cluster did not reach cluster_state:ok');
   }
 
   async stop(): Promise<void> {
