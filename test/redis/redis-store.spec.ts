@@ -1,4 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
+import { Logger } from '@nestjs/common';
 import { Cluster, Redis } from 'ioredis';
 import { RedisCache, RedisCacheOptions } from '../../lib/index.js';
 import { RedisCluster, RedisServer, clusterAvailable, redisAvailable } from '../support/redis-server.js';
@@ -66,8 +67,78 @@ describeRedis('RedisCache on a standalone redis-server', () => {
   });
 
   it('validates its options', () => {
-    expect(() => new RedisCache(RedisCacheOptions.create())).toThrow('set withUrl() or withClient()');
-    expect(() => new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(0))).toThrow('command timeout');
+    expect(() => new RedisCache({ url: server.url } as never)).toThrow(
+      'RedisCache: pass RedisCacheOptions.create().withUrl(...) or .withClient(...)',
+    );
+    expect(() => new RedisCache(RedisCacheOptions.create())).toThrow('RedisCache: set withUrl() or withClient()');
+    for (const bad of [0, -1, 1.5, Number.NaN]) {
+      expect(() => new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(bad))).toThrow(
+        `RedisCache: the command timeout must be a positive integer (ms), got ${bad}`,
+      );
+    }
+    const accepted = new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(1));
+    return accepted.close();
+  });
+
+  it('bounds every command by the command timeout', async () => {
+    const slow = new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(100));
+    try {
+      await slow.claim('idem:warm-slow', { owner: 'o', fingerprint: 'f', leaseMs: 1000 });
+      // Paused far longer than the bound: a command that is not bounded would succeed after the pause.
+      server.cli('CLIENT', 'PAUSE', '5000', 'ALL');
+      await expect(slow.claim('idem:slow', { owner: 'o', fingerprint: 'f', leaseMs: 1000 })).rejects.toThrow(
+        'Redis command timed out after 100 ms',
+      );
+      for (const op of [
+        () => slow.commit('idem:slow', 'o', sampleRecord('f'), 1000),
+        () => slow.release('idem:slow', 'o'),
+        () => slow.renew('idem:slow', 'o', 1000),
+      ]) {
+        await expect(op()).rejects.toThrow('Redis command timed out after 100 ms');
+      }
+    } finally {
+      server.cli('CLIENT', 'UNPAUSE');
+      await slow.close();
+    }
+  });
+});
+
+describeRedis('RedisCache when Redis goes away and comes back', () => {
+  let server: RedisServer;
+  beforeAll(async () => {
+    server = await RedisServer.start([], { ownServer: true });
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('logs the outage once, fails commands fast, and logs the recovery', async () => {
+    const errors = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
+    const logs = jest.spyOn(Logger.prototype, 'log').mockImplementation(() => undefined);
+    const cache = new RedisCache(RedisCacheOptions.create().withUrl(server.url));
+    try {
+      await cache.claim('idem:a', { owner: 'o', fingerprint: 'f', leaseMs: 5000 });
+      expect(errors).not.toHaveBeenCalled();
+      await server.stop();
+      await expect(cache.claim('idem:b', { owner: 'o', fingerprint: 'f', leaseMs: 5000 })).rejects.toThrow();
+      await new Promise((r) => setTimeout(r, 700)); // several reconnect attempts
+      expect(errors.mock.calls.filter(([m]) => String(m).startsWith('Redis unreachable: '))).toEqual([
+        [`Redis unreachable: connect ECONNREFUSED 127.0.0.1:${server.port}`],
+      ]);
+      expect(logs).not.toHaveBeenCalledWith('Redis reachable again');
+      await server.resume();
+      let outcome;
+      for (let i = 0; i < 50 && !outcome; i++) {
+        outcome = await cache.claim('idem:c', { owner: 'o', fingerprint: 'f', leaseMs: 5000 }).catch(() => undefined);
+        if (!outcome) await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(outcome).toEqual({ state: 'claimed' });
+      expect(logs).toHaveBeenCalledWith('Redis reachable again');
+      expect(logs).toHaveBeenCalledTimes(1);
+    } finally {
+      await cache.close();
+      jest.restoreAllMocks();
+    }
   });
 });
 

@@ -1,0 +1,118 @@
+import { describe, expect, it, jest } from '@jest/globals';
+import { Controller, Next, Post, Res, Sse } from '@nestjs/common';
+import { type DiscoveryService, MetadataScanner, type ModuleRef } from '@nestjs/core';
+import { Idempotent } from '../../lib/index.js';
+import { IdempotencyExplorer } from '../../lib/idempotency.explorer.js';
+import { IdempotencyService } from '../../lib/idempotency.service.js';
+import { resolveModuleOptions } from '../../lib/utils/options.util.js';
+import { ScriptedStore } from '../support/scripted-store.js';
+
+function explore(controllers: unknown[], moduleRef: Partial<ModuleRef> = {}) {
+  const service = new IdempotencyService(resolveModuleOptions({ cache: new ScriptedStore() }), moduleRef as ModuleRef);
+  const discovery = { getControllers: () => controllers.map((metatype) => ({ metatype })) } as unknown as DiscoveryService;
+  return new IdempotencyExplorer(discovery, new MetadataScanner(), service).onModuleInit();
+}
+
+class Resolver {
+  resolve() {
+    return 'scope';
+  }
+}
+
+@Controller()
+class Fine {
+  @Post('a')
+  @Idempotent({ ttlMs: 5, identity: Resolver })
+  a() {
+    return 1;
+  }
+
+  @Post('b')
+  @Idempotent()
+  b(@Res({ passthrough: true }) _res: unknown) {
+    return 2;
+  }
+
+  // Not idempotent: anything goes.
+  @Post('c')
+  c(@Res() _res: unknown) {
+    return 3;
+  }
+
+  @Sse('d')
+  d() {
+    return 4;
+  }
+}
+
+describe('IdempotencyExplorer', () => {
+  it('accepts replayable handlers and builds their identity resolvers at startup', async () => {
+    const get = jest.fn((_type: unknown, _options: unknown) => new Resolver());
+    await expect(explore([Fine, undefined, {}], { get: get as never })).resolves.toBeUndefined();
+    expect(get).toHaveBeenCalledWith(Resolver, { strict: false });
+  });
+
+  it('refuses @Res() and @Next() without passthrough, naming the handler', async () => {
+    @Controller()
+    class WithRes {
+      @Post()
+      @Idempotent()
+      pay(@Res() _res: unknown) {
+        return 1;
+      }
+    }
+    @Controller()
+    class WithNext {
+      @Post()
+      @Idempotent()
+      pay(@Next() _next: unknown) {
+        return 1;
+      }
+    }
+    const message = ': @Res()/@Next() without { passthrough: true } leaves the response to the handler; use passthrough or return the body';
+    await expect(explore([WithRes])).rejects.toThrow(`@Idempotent() on WithRes.pay()${message}`);
+    await expect(explore([WithNext])).rejects.toThrow(`@Idempotent() on WithNext.pay()${message}`);
+  });
+
+  it('refuses @Sse()', async () => {
+    @Controller()
+    class Events {
+      @Sse('events')
+      @Idempotent()
+      stream() {
+        return 1;
+      }
+    }
+    await expect(explore([Events])).rejects.toThrow('@Idempotent() on Events.stream(): an @Sse() stream cannot be stored and replayed');
+  });
+
+  it('validates route options with the handler named', async () => {
+    @Controller()
+    class Bad {
+      @Post()
+      @Idempotent({ ttlMs: 0 })
+      pay() {
+        return 1;
+      }
+    }
+    await expect(explore([Bad])).rejects.toThrow('@Idempotent() on Bad.pay(): ttlMs must be a positive integer, got 0');
+  });
+
+  it('fails the start when a resolver class cannot be built', async () => {
+    @Controller()
+    class NeedsResolver {
+      @Post()
+      @Idempotent({ identity: Resolver })
+      pay() {
+        return 1;
+      }
+    }
+    const moduleRef = {
+      get: () => {
+        throw new Error('unknown');
+      },
+      create: () => Promise.reject(new Error('missing dependency')),
+    };
+    await expect(explore([NeedsResolver], moduleRef as never)).rejects.toThrow('missing dependency');
+  });
+});

@@ -1,0 +1,143 @@
+import { describe, expect, it } from '@jest/globals';
+import { Controller, Injectable, Module, Post } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import {
+  IdempotencyExceptionFilter,
+  IdempotencyInterceptor,
+  IdempotencyKey,
+  IdempotencyModule,
+  Idempotent,
+  InMemoryCache,
+  type IdempotencyOptionsFactory,
+} from '../../lib/index.js';
+import { IDEMPOTENCY_KEY_PROPERTY, IDEMPOTENCY_MODULE_OPTIONS, IDEMPOTENT_ROUTE_METADATA } from '../../lib/idempotency.constants.js';
+import { IdempotencyService } from '../../lib/idempotency.service.js';
+import type { ResolvedIdempotencyOptions } from '../../lib/utils/options.util.js';
+
+async function optionsOf(module: ReturnType<typeof IdempotencyModule.forRoot>, ...imports: unknown[]) {
+  const app = await Test.createTestingModule({ imports: [module, ...(imports as never[])] }).compile();
+  const options = app.get<ResolvedIdempotencyOptions>(IDEMPOTENCY_MODULE_OPTIONS);
+  expect(app.get(IdempotencyService).options).toBe(options);
+  expect(app.get(IdempotencyInterceptor)).toBeInstanceOf(IdempotencyInterceptor);
+  expect(app.get(IdempotencyExceptionFilter)).toBeInstanceOf(IdempotencyExceptionFilter);
+  await app.close();
+  return options;
+}
+
+@Injectable()
+class Config {
+  readonly ttlMs = 1234;
+}
+
+@Module({ providers: [Config], exports: [Config] })
+class ConfigModule {}
+
+@Injectable()
+class OptionsFactory implements IdempotencyOptionsFactory {
+  createIdempotencyOptions() {
+    return { keyPrefix: 'factory:' };
+  }
+}
+
+describe('IdempotencyModule', () => {
+  it('forRoot() is global by default and resolves its options when the app starts', async () => {
+    const dynamic = IdempotencyModule.forRoot({ ttlMs: 10, isGlobal: undefined });
+    expect(dynamic.global).toBe(true);
+    expect(IdempotencyModule.forRoot().global).toBe(true);
+    expect(IdempotencyModule.forRoot({ isGlobal: false }).global).toBe(false);
+    const options = await optionsOf(dynamic);
+    expect(options.ttlMs).toBe(10);
+    expect(options.store).toBeInstanceOf(InMemoryCache);
+    expect(await optionsOf(IdempotencyModule.forRoot())).toMatchObject({ ttlMs: 86_400_000, keyPrefix: 'idem:' });
+  });
+
+  it('forRoot() keeps isGlobal out of the options and uses the given cache', async () => {
+    const cache = new InMemoryCache();
+    const options = await optionsOf(IdempotencyModule.forRoot({ cache, isGlobal: false }));
+    expect(options.store).toBe(cache);
+    expect(options).not.toHaveProperty('isGlobal');
+  });
+
+  it('refuses bad options at startup with the option named', async () => {
+    await expect(Test.createTestingModule({ imports: [IdempotencyModule.forRoot({ ttlMs: -5 })] }).compile()).rejects.toThrow(
+      'IdempotencyModule: ttlMs must be a positive integer, got -5',
+    );
+  });
+
+  it('forRootAsync({ useFactory, inject, imports }) builds options from injected providers', async () => {
+    const dynamic = IdempotencyModule.forRootAsync({
+      imports: [ConfigModule],
+      inject: [Config],
+      useFactory: async (config: Config) => ({ ttlMs: config.ttlMs }),
+    });
+    expect(dynamic.global).toBe(true);
+    expect((await optionsOf(dynamic)).ttlMs).toBe(1234);
+    expect(IdempotencyModule.forRootAsync({ useFactory: () => ({}), isGlobal: false }).global).toBe(false);
+    expect((await optionsOf(IdempotencyModule.forRootAsync({ useFactory: () => ({ leaseMs: 30 }) }))).leaseMs).toBe(30);
+  });
+
+  it('forRootAsync({ useFactory, extraProviders }) resolves what no module exports', async () => {
+    const dynamic = IdempotencyModule.forRootAsync({
+      extraProviders: [Config],
+      inject: [Config],
+      useFactory: (config: Config) => ({ ttlMs: config.ttlMs + 1 }),
+    });
+    expect((await optionsOf(dynamic)).ttlMs).toBe(1235);
+  });
+
+  it('forRootAsync({ useClass }) instantiates the factory itself', async () => {
+    expect((await optionsOf(IdempotencyModule.forRootAsync({ useClass: OptionsFactory }))).keyPrefix).toBe('factory:');
+  });
+
+  it('forRootAsync({ useExisting }) uses a factory some module exports', async () => {
+    @Module({ providers: [OptionsFactory], exports: [OptionsFactory] })
+    class FactoryModule {}
+    const dynamic = IdempotencyModule.forRootAsync({ imports: [FactoryModule], useExisting: OptionsFactory });
+    expect(dynamic.providers).not.toContainEqual({ provide: OptionsFactory, useClass: OptionsFactory });
+    expect((await optionsOf(dynamic)).keyPrefix).toBe('factory:');
+  });
+
+  it('forRootAsync() without a way to build options is a clear error', () => {
+    expect(() => IdempotencyModule.forRootAsync({})).toThrow(
+      'IdempotencyModule.forRootAsync() needs useFactory, useClass or useExisting',
+    );
+  });
+
+  it('every registration without a cache gets a store of its own', async () => {
+    const a = await optionsOf(IdempotencyModule.forRoot());
+    const b = await optionsOf(IdempotencyModule.forRoot());
+    expect(a.store).not.toBe(b.store);
+  });
+});
+
+describe('decorators', () => {
+  @Controller()
+  class Payments {
+    @Post('a')
+    @Idempotent({ ttlMs: 5 })
+    a(@IdempotencyKey() _key: string) {
+      return 1;
+    }
+
+    @Post('b')
+    @Idempotent()
+    b() {
+      return 2;
+    }
+  }
+
+  it('@Idempotent() stores its options (or none) and applies the interceptor and the filter', () => {
+    expect(Reflect.getMetadata(IDEMPOTENT_ROUTE_METADATA, Payments.prototype.a)).toEqual({ ttlMs: 5 });
+    expect(Reflect.getMetadata(IDEMPOTENT_ROUTE_METADATA, Payments.prototype.b)).toEqual({});
+    expect(Reflect.getMetadata('__interceptors__', Payments.prototype.b)).toEqual([IdempotencyInterceptor]);
+    expect(Reflect.getMetadata('__exceptionFilters__', Payments.prototype.b)).toEqual([IdempotencyExceptionFilter]);
+  });
+
+  it('@IdempotencyKey() reads the key the interceptor left on the request', () => {
+    const args = Reflect.getMetadata('__routeArguments__', Payments, 'a') as Record<string, { factory: Function }>;
+    const [param] = Object.values(args);
+    const request = { [IDEMPOTENCY_KEY_PROPERTY]: 'key-1' };
+    const context = { switchToHttp: () => ({ getRequest: () => request }) };
+    expect(param.factory(undefined, context)).toBe('key-1');
+  });
+});
