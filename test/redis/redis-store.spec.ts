@@ -103,6 +103,70 @@ describeRedis('RedisCache on a standalone redis-server', () => {
   });
 });
 
+/** The ioredis client inside a store, for checks of how the store set it up. */
+const clientOf = (cache: RedisCache) => (cache as unknown as { client: Promise<Redis> }).client;
+
+describeRedis('RedisCache client set-up', () => {
+  let server: RedisServer;
+  beforeAll(async () => {
+    server = await RedisServer.start([], { ownServer: true });
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('fails commands after one reconnect attempt and backs off 100 ms per attempt up to 1 s', async () => {
+    const cache = new RedisCache(RedisCacheOptions.create().withUrl(server.url));
+    const client = await clientOf(cache);
+    expect(client.options.maxRetriesPerRequest).toBe(1);
+    expect([1, 3, 10, 50].map((n) => client.options.retryStrategy!(n))).toEqual([100, 300, 1000, 1000]);
+    await cache.close();
+  });
+
+  it('lets withRedisOptions() override and extend the client options', async () => {
+    const cache = new RedisCache(RedisCacheOptions.create().withUrl(server.url).withRedisOptions({ maxRetriesPerRequest: 0, db: 2 }));
+    const client = await clientOf(cache);
+    expect(client.options.maxRetriesPerRequest).toBe(0);
+    expect(client.options.db).toBe(2);
+    await cache.claim('idem:db2', { owner: 'o', fingerprint: 'f', leaseMs: 5000 });
+    expect(server.cli('-n', '2', 'EXISTS', 'idem:db2').trim()).toBe('1');
+    await cache.close();
+  });
+
+  it('clears the timer of every command once it settles', async () => {
+    const cache = new RedisCache(RedisCacheOptions.create().withUrl(server.url));
+    await cache.claim('idem:t0', { owner: 'o', fingerprint: 'f', leaseMs: 5000 });
+    const cleared = jest.spyOn(globalThis, 'clearTimeout');
+    try {
+      await cache.claim('idem:t1', { owner: 'o', fingerprint: 'f', leaseMs: 5000 });
+      await cache.renew('idem:t1', 'o', 5000);
+      await cache.release('idem:t1', 'o');
+      expect(cleared.mock.calls.filter(([t]) => t !== undefined).length).toBeGreaterThanOrEqual(3);
+    } finally {
+      cleared.mockRestore();
+      await cache.close();
+    }
+  });
+
+  it('close() while Redis is down stops its client from reconnecting (a pod can shut down)', async () => {
+    const cache = new RedisCache(RedisCacheOptions.create().withUrl(server.url));
+    const client = await clientOf(cache);
+    await cache.claim('idem:x', { owner: 'o', fingerprint: 'f', leaseMs: 5000 });
+    const errors = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
+    try {
+      await server.stop();
+      await new Promise((r) => setTimeout(r, 200));
+      await cache.close();
+      await server.resume();
+      await new Promise((r) => setTimeout(r, 1500)); // longer than the longest reconnect back-off
+      expect(client.status).not.toBe('ready');
+      expect(server.cli('INFO', 'clients')).toMatch(/connected_clients:1\r?\n/); // redis-cli alone
+    } finally {
+      errors.mockRestore();
+    }
+  });
+});
+
 describeRedis('RedisCache when Redis goes away and comes back', () => {
   let server: RedisServer;
   beforeAll(async () => {
@@ -122,6 +186,7 @@ describeRedis('RedisCache when Redis goes away and comes back', () => {
       await server.stop();
       await expect(cache.claim('idem:b', { owner: 'o', fingerprint: 'f', leaseMs: 5000 })).rejects.toThrow();
       await new Promise((r) => setTimeout(r, 700)); // several reconnect attempts
+      expect((errors.mock.contexts[0] as { context?: string }).context).toBe('RedisCache');
       expect(errors.mock.calls.filter(([m]) => String(m).startsWith('Redis unreachable: '))).toEqual([
         [`Redis unreachable: connect ECONNREFUSED 127.0.0.1:${server.port}`],
       ]);

@@ -22,6 +22,9 @@ describe('canonical body', () => {
     expect(canonicalJson({ b: 1, a: { d: [3, 1], c: null } })).toBe('{"a":{"c":null,"d":[3,1]},"b":1}');
     expect(canonicalJson({ when: new Date(0), n: 1n })).toBe('{"n":"1","when":"1970-01-01T00:00:00.000Z"}');
     expect(canonicalJson([{ y: 1, x: 2 }])).toBe('[{"x":2,"y":1}]');
+    // Values JSON has no text for read as null, as JSON.stringify reads them inside arrays.
+    expect(canonicalJson(Symbol('s'))).toBe('null');
+    expect(canonicalJson(() => 1)).toBe('null');
   });
 
   it('writes what JSON.stringify writes for scalars', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it, jest } from '@jest/globals';
-import { Controller, Next, Post, Res, Sse } from '@nestjs/common';
+import { Body, Controller, HostParam, Ip, Next, Post, Res, Sse } from '@nestjs/common';
 import { type DiscoveryService, MetadataScanner, type ModuleRef } from '@nestjs/core';
 import { Idempotent } from '../../lib/index.js';
 import { IdempotencyExplorer } from '../../lib/idempotency.explorer.js';
@@ -31,6 +31,13 @@ class Fine {
   @Idempotent()
   b(@Res({ passthrough: true }) _res: unknown) {
     return 2;
+  }
+
+  // Param types 10 and up (@HostParam 10, @Ip 11) are not @Res() (1) or @Next() (2).
+  @Post('e')
+  @Idempotent()
+  e(@Ip() _ip: string, @HostParam() _host: unknown, @Body() _body: unknown) {
+    return 5;
   }
 
   // Not idempotent: anything goes.

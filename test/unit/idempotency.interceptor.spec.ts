@@ -40,15 +40,19 @@ function setup(routeOptions: object = {}) {
 const next = (source: Observable<unknown>): CallHandler => ({ handle: () => source });
 
 let warnings: ReturnType<typeof jest.spyOn>;
-beforeEach(() => {
-  warnings = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
-});
-afterEach(() => {
-  jest.restoreAllMocks();
-  for (const service of services.splice(0)) service.onModuleDestroy();
-});
+// Inside each describe, not at the root: test/mutation/ imports this file next to others.
+function spyOnLogger(): void {
+  beforeEach(() => {
+    warnings = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+  });
+  afterEach(() => {
+    jest.restoreAllMocks();
+    for (const service of services.splice(0)) service.onModuleDestroy();
+  });
+}
 
 describe('IdempotencyInterceptor', () => {
+  spyOnLogger();
   it('leaves non-HTTP contexts alone', async () => {
     const { interceptor, store, context } = setup();
     const source = of(1);
@@ -133,6 +137,7 @@ describe('IdempotencyInterceptor', () => {
     await tick();
     expect(store.calls.map((c) => c[0])).toEqual(['claim', 'release']);
     expect(warnings).toHaveBeenCalledWith('response not stored: the handler returned a stream; the key is released');
+    expect((warnings.mock.contexts[0] as { context?: string }).context).toBe('Idempotency');
     expect(res.end).toBe(end);
   });
 
@@ -169,6 +174,19 @@ describe('IdempotencyInterceptor', () => {
     await tick();
     expect(store.calls.map((c) => c[0])).toEqual(['claim', 'release']);
     expect(warnings).toHaveBeenCalledWith('response not stored: the handler was streamed; the key is released');
+  });
+
+  it('releases once when a response written in parts is also a returned stream', async () => {
+    const { interceptor, store, context, res } = setup();
+    const values = new Subject<unknown>();
+    const out = await interceptor.intercept(context(), next(values));
+    out.subscribe();
+    res.raw.write('part');
+    values.next({ pipe: () => undefined });
+    values.complete();
+    await tick();
+    expect(store.calls.map((c) => c[0])).toEqual(['claim', 'release']);
+    expect(warnings).toHaveBeenCalledTimes(1);
   });
 
   it('stops renewing when the subscriber goes away', async () => {

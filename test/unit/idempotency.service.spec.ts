@@ -50,16 +50,20 @@ async function httpError(promise: Promise<unknown>) {
 
 let errors: ReturnType<typeof jest.spyOn>;
 let warnings: ReturnType<typeof jest.spyOn>;
-beforeEach(() => {
-  errors = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
-  warnings = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
-});
-afterEach(() => {
-  jest.restoreAllMocks();
-  jest.useRealTimers();
-});
+// Inside each describe, not at the root: test/mutation/ imports this file next to others.
+function spyOnLogger(): void {
+  beforeEach(() => {
+    errors = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
+    warnings = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+  });
+  afterEach(() => {
+    jest.restoreAllMocks();
+    jest.useRealTimers();
+  });
+}
 
 describe('IdempotencyService.begin: the key', () => {
+  spyOnLogger();
   it('claims with the key, an owner token, the fingerprint, the lease and the route ttl', async () => {
     const { store, service } = setup({ leaseMs: 900 });
     const claim = (await service.begin(request('k-1'), context, route({ ttlMs: 77 })))!;
@@ -136,6 +140,7 @@ describe('IdempotencyService.begin: the key', () => {
 });
 
 describe('IdempotencyService.begin: the identity scope', () => {
+  spyOnLogger();
   it('passes request and context to the identity function and escapes its scope into the key', async () => {
     const identity = jest.fn((_req: unknown, _ctx: ExecutionContext) => 'acct:1%');
     const { store, service } = setup();
@@ -209,6 +214,7 @@ describe('IdempotencyService.begin: the identity scope', () => {
 });
 
 describe('IdempotencyService.begin: the body and the store', () => {
+  spyOnLogger();
   it('answers 400 to a body nested too deeply and rethrows other serialisation errors', async () => {
     const { store, service } = setup();
     let deep: unknown = 1;
@@ -273,6 +279,7 @@ describe('IdempotencyService.begin: the body and the store', () => {
 });
 
 describe('IdempotencyService: commit, release, leases', () => {
+  spyOnLogger();
   const claim: ActiveClaim = { key: 'k', cacheKey: 'idem:%:k', owner: 'me', fingerprint: 'fp', ttlMs: 500 };
 
   it('commits the response for the route ttl, and only logs when that fails', async () => {
@@ -283,6 +290,7 @@ describe('IdempotencyService: commit, release, leases', () => {
     store.commitAnswer = async () => false;
     await service.commit(claim, response);
     expect(warnings).toHaveBeenCalledWith('response not stored: the claim had expired and the key was taken over');
+    expect((warnings.mock.contexts[0] as { context?: string }).context).toBe('Idempotency');
     store.commitAnswer = () => Promise.reject(new Error('down'));
     await expect(service.commit(claim, response)).resolves.toBeUndefined();
     expect(errors).toHaveBeenCalledWith('response not stored, the claim expires with its lease: down');
@@ -382,6 +390,7 @@ describe('IdempotencyService: commit, release, leases', () => {
 });
 
 describe('IdempotencyService.routeOptions', () => {
+  spyOnLogger();
   it('reads @Idempotent() metadata once per handler and names the handler in errors', () => {
     const { service } = setup({ ttlMs: 9 });
     const handler = () => undefined;

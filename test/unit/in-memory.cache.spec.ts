@@ -247,6 +247,42 @@ describe('InMemoryCache bookkeeping', () => {
     expect(c.get('idem:a:3')).toBe(3);
   });
 
+  it('the longest prefix wins whatever order the quotas are listed in', () => {
+    const c = new InMemoryCache({ maxEntries: 2, prefixQuotas: { 'idem:': 1, 'idem:a:': 1 } });
+    c.set('idem:a:1', 1);
+    c.set('idem:2', 2);
+    // Each prefix holds exactly its quota, so neither may give way to an unprefixed key. Counted
+    // under 'idem:' (the first listed), 'idem:a:1' would put that prefix over its quota.
+    expect(c.set('x', 3)).toBe(false);
+    expect(c.get('idem:a:1')).toBe(1);
+    expect(c.get('idem:2')).toBe(2);
+  });
+
+  it('overwriting a value keeps its place in the eviction order', () => {
+    const c = new InMemoryCache({ maxEntries: 3 });
+    c.set('a', 1);
+    c.set('b', 2);
+    c.set('c', 3);
+    c.set('a', 10);
+    c.set('d', 4);
+    expect(c.get('a')).toBeUndefined();
+    expect(c.get('b')).toBe(2);
+  });
+
+  it('clear() empties the store', () => {
+    const c = new InMemoryCache({ maxEntries: 2, prefixQuotas: { 'q:': 1 } });
+    c.set('q:1', 1);
+    c.set('x', 2);
+    c.clear();
+    expect(c.size).toBe(0);
+    expect(c.get('q:1')).toBeUndefined();
+    // The quota counts were reset too: both slots are free again.
+    expect(c.set('q:2', 1)).toBe(true);
+    expect(c.set('q:3', 1)).toBe(true);
+    expect(c.set('y', 1)).toBe(true);
+    expect(c.get('q:2')).toBeUndefined();
+  });
+
   it('reads order entries by recency across groups', () => {
     const c = new InMemoryCache({ maxEntries: 4, prefixQuotas: { 'a:': 1, 'b:': 1 } });
     for (const k of ['a:1', 'b:1', 'a:2', 'b:2']) c.set(k, k);
@@ -280,6 +316,7 @@ describe('InMemoryCache in production', () => {
     new InMemoryCache();
     expect(warn).toHaveBeenCalledTimes(1);
     expect(String(warn.mock.calls[0][0])).toContain('Use RedisCache');
+    expect((warn.mock.contexts[0] as { context?: string }).context).toBe('InMemoryCache');
     warn.mockRestore();
   });
 });

@@ -63,7 +63,8 @@ describe('recordResponse', () => {
     const a = recorder();
     a.res.raw.writeHead(202, { 'X-A': '1', 'x-skip': undefined as never });
     a.res.raw.end();
-    expect(a.stored[0]).toMatchObject({ status: 202, headers: { 'x-a': '1' } });
+    expect(a.stored[0].headers).toEqual({ 'x-a': '1' });
+    expect(a.stored[0].status).toBe(202);
     expect(a.res.calls[0]).toEqual({ method: 'writeHead', args: [202, { 'X-A': '1', 'x-skip': undefined }] });
 
     const b = recorder();

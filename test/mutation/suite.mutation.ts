@@ -1,0 +1,19 @@
+// The test set of `npm run test:mutation`, as one jest test file. Stryker runs the tests covering a
+// mutant, but jest loads every test file of the run to find them, and each file pays for importing
+// Nest's module graph afresh: one file makes that once per mutant instead of once per suite.
+// Order matters for the bail environment (test/support/bail.environment.cjs): the fast unit suites
+// first, so most mutants are killed before the Redis suite starts its servers.
+import '../unit/key.spec.js';
+import '../unit/fingerprint.spec.js';
+import '../unit/options.spec.js';
+import '../unit/record-codec.spec.js';
+import '../unit/response-recorder.spec.js';
+import '../unit/idempotency.filter.spec.js';
+import '../unit/idempotency.service.spec.js';
+import '../unit/idempotency.interceptor.spec.js';
+import '../unit/idempotency.explorer.spec.js';
+import '../unit/idempotency.module.spec.js';
+import '../unit/redis-cache.options.spec.js';
+import '../unit/in-memory.cache.spec.js';
+import '../unit/store-contract.memory.spec.js';
+import '../redis/redis-store.spec.js';
