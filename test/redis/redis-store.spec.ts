@@ -133,6 +133,13 @@ describeRedis('RedisCache client set-up', () => {
     await cache.close();
   });
 
+  it('a client that cannot be created fails every command, and close() still succeeds', async () => {
+    // ioredis builds `new options.Connector(...)` in its constructor: a non-constructor makes it throw.
+    const cache = new RedisCache(RedisCacheOptions.create().withUrl(server.url).withRedisOptions({ Connector: 42 }));
+    await expect(cache.claim('idem:none', { owner: 'o', fingerprint: 'f', leaseMs: 5000 })).rejects.toThrow(TypeError);
+    await expect(cache.close()).resolves.toBeUndefined();
+  });
+
   it('clears the timer of every command once it settles', async () => {
     const cache = new RedisCache(RedisCacheOptions.create().withUrl(server.url));
     await cache.claim('idem:t0', { owner: 'o', fingerprint: 'f', leaseMs: 5000 });

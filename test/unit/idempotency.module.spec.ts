@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { Controller, Injectable, Module, Post } from '@nestjs/common';
+import { Controller, Inject, Injectable, Module, Post } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import {
   IdempotencyExceptionFilter,
@@ -101,6 +101,29 @@ describe('IdempotencyModule', () => {
     expect(() => IdempotencyModule.forRootAsync({})).toThrow(
       'IdempotencyModule.forRootAsync() needs useFactory, useClass or useExisting',
     );
+  });
+
+  it('exports its options, service, interceptor and filter to every module', async () => {
+    @Injectable()
+    class Consumer {
+      constructor(
+        @Inject(IDEMPOTENCY_MODULE_OPTIONS) readonly options: ResolvedIdempotencyOptions,
+        @Inject(IdempotencyService) readonly service: IdempotencyService,
+        @Inject(IdempotencyInterceptor) readonly interceptor: IdempotencyInterceptor,
+        @Inject(IdempotencyExceptionFilter) readonly filter: IdempotencyExceptionFilter,
+      ) {}
+    }
+    @Module({ providers: [Consumer] })
+    class Feature {}
+    for (const idempotency of [IdempotencyModule.forRoot(), IdempotencyModule.forRootAsync({ useFactory: () => ({}) })]) {
+      const app = await Test.createTestingModule({ imports: [idempotency, Feature] }).compile();
+      const consumer = app.get(Consumer);
+      expect(consumer.service).toBeInstanceOf(IdempotencyService);
+      expect(consumer.service.options).toBe(consumer.options);
+      expect(consumer.interceptor).toBeInstanceOf(IdempotencyInterceptor);
+      expect(consumer.filter).toBeInstanceOf(IdempotencyExceptionFilter);
+      await app.close();
+    }
   });
 
   it('every registration without a cache gets a store of its own', async () => {
