@@ -1,4 +1,4 @@
-import { describe, expect, it } from '@jest/globals';
+import { beforeEach, describe, expect, it } from '@jest/globals';
 import { InMemoryCache, type IdempotencyStore } from '../../lib/index.js';
 import { resolveModuleOptions, resolveRouteOptions } from '../../lib/utils/options.util.js';
 
@@ -116,7 +116,11 @@ describe('resolveModuleOptions', () => {
 
 describe('resolveRouteOptions', () => {
   const moduleIdentity = () => 'module';
-  const base = resolveModuleOptions({ ttlMs: 1000, missingHeader: 'pass-through', identity: moduleIdentity });
+  // Built in each test, not while jest collects them: a broken resolver must fail tests, not the file.
+  let base: ReturnType<typeof resolveModuleOptions>;
+  beforeEach(() => {
+    base = resolveModuleOptions({ ttlMs: 1000, missingHeader: 'pass-through', identity: moduleIdentity });
+  });
 
   it('inherits the module options', () => {
     expect(resolveRouteOptions('here', {}, base)).toEqual({ ttlMs: 1000, missingHeader: 'pass-through', identity: moduleIdentity });
