@@ -106,7 +106,8 @@ describeRedis('RedisCache on a standalone redis-server', () => {
 /** The ioredis client inside a store, for checks of how the store set it up. */
 const clientOf = (cache: RedisCache) => (cache as unknown as { client: Promise<Redis> }).client;
 
-describeRedis('RedisCache client set-up', () => {
+// A server of this describe's own: its tests stop and restart it.
+describeRedis('RedisCache client set-up, outages and shutdown', () => {
   let server: RedisServer;
   beforeAll(async () => {
     server = await RedisServer.start([], { ownServer: true });
@@ -141,15 +142,23 @@ describeRedis('RedisCache client set-up', () => {
   });
 
   it('clears the timer of every command once it settles', async () => {
-    const cache = new RedisCache(RedisCacheOptions.create().withUrl(server.url));
+    const cache = new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(4321));
     await cache.claim('idem:t0', { owner: 'o', fingerprint: 'f', leaseMs: 5000 });
+    const started = jest.spyOn(globalThis, 'setTimeout');
     const cleared = jest.spyOn(globalThis, 'clearTimeout');
     try {
       await cache.claim('idem:t1', { owner: 'o', fingerprint: 'f', leaseMs: 5000 });
-      await cache.renew('idem:t1', 'o', 5000);
-      await cache.release('idem:t1', 'o');
-      expect(cleared.mock.calls.filter(([t]) => t !== undefined).length).toBeGreaterThanOrEqual(3);
+      await cache.commit('idem:t1', 'o', sampleRecord('f'), 5000);
+      await cache.claim('idem:t2', { owner: 'o', fingerprint: 'f', leaseMs: 5000 });
+      await cache.renew('idem:t2', 'o', 5000);
+      await cache.release('idem:t2', 'o');
+      // The store's own timers are the ones armed with its command timeout.
+      const bounds = started.mock.results.filter((_, i) => started.mock.calls[i][1] === 4321).map((r) => r.value);
+      expect(bounds).toHaveLength(5);
+      const clearedTimers = new Set(cleared.mock.calls.map(([t]) => t));
+      expect(bounds.every((t) => clearedTimers.has(t as NodeJS.Timeout))).toBe(true);
     } finally {
+      started.mockRestore();
       cleared.mockRestore();
       await cache.close();
     }
@@ -171,16 +180,6 @@ describeRedis('RedisCache client set-up', () => {
     } finally {
       errors.mockRestore();
     }
-  });
-});
-
-describeRedis('RedisCache when Redis goes away and comes back', () => {
-  let server: RedisServer;
-  beforeAll(async () => {
-    server = await RedisServer.start([], { ownServer: true });
-  });
-  afterAll(async () => {
-    await server?.stop();
   });
 
   it('logs the outage once, fails commands fast, and logs the recovery', async () => {

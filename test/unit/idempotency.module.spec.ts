@@ -51,11 +51,12 @@ describe('IdempotencyModule', () => {
     expect(await optionsOf(IdempotencyModule.forRoot())).toMatchObject({ ttlMs: 86_400_000, keyPrefix: 'idem:' });
   });
 
-  it('forRoot() keeps isGlobal out of the options and uses the given cache', async () => {
+  it('forRoot() hands the options on without isGlobal, and uses the given cache', async () => {
     const cache = new InMemoryCache();
-    const options = await optionsOf(IdempotencyModule.forRoot({ cache, isGlobal: false }));
-    expect(options.store).toBe(cache);
-    expect(options).not.toHaveProperty('isGlobal');
+    const dynamic = IdempotencyModule.forRoot({ cache, ttlMs: 7, isGlobal: false });
+    const given = (dynamic.providers as { useValue?: unknown }[]).filter((p) => 'useValue' in p).map((p) => p.useValue);
+    expect(given).toEqual([{ cache, ttlMs: 7 }]);
+    expect((await optionsOf(dynamic)).store).toBe(cache);
   });
 
   it('refuses bad options at startup with the option named', async () => {
