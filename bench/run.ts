@@ -186,7 +186,7 @@ async function redisBudget(base: string, redisPort: number): Promise<Record<'fir
   });
   // A conflict: the key is held in flight by "another pod" (a claim written straight into Redis).
   const held = `held-${randomUUID()}`;
-  const fingerprint = requestFingerprint('POST', '/tx', JSON.parse(BODY));
+  const fingerprint = requestFingerprint('POST', '/tx', JSON.parse(BODY), 'IdempotentController.create');
   redisCli(redisPort, 'SET', `idem:%:${held}`, `C${randomUUID()}\n${fingerprint}`, 'PX', '60000');
   const conflict = await count(async () => {
     for (let i = 0; i < N; i++) {

@@ -10,11 +10,20 @@ export const IDEMPOTENT_ROUTE_METADATA = 'nestjs-idempotency:route';
  */
 export const IDEMPOTENCY_KEY_PROPERTY = Symbol('nestjs-idempotency:key');
 
+/** Methods an `@All()` route passes through untouched: safe ones (RFC 9110 §9.2.1) change nothing. */
+export const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'SEARCH', 'PROPFIND', 'QUERY']);
+
 /** Header added to every replayed response (the Stripe convention). */
 export const REPLAYED_HEADER = 'idempotent-replayed';
 
 export const DEFAULT_TTL_MS = 86_400_000;
 export const DEFAULT_LEASE_MS = 60_000;
+/** How long a claim is renewed for a handler that has not finished (10 min, or `leaseMs` when longer). */
+export const DEFAULT_MAX_HOLD_MS = 600_000;
+/** The longest delay Node's timers can wait (2^31 - 1 ms, about 24.8 days); past it they fire after 1 ms. */
+export const MAX_TIMER_MS = 2_147_483_647;
+/** The longest `ttlMs`: 365 days. */
+export const MAX_TTL_MS = 31_536_000_000;
 export const DEFAULT_HEADER_NAME = 'idempotency-key';
 export const DEFAULT_KEY_PREFIX = 'idem:';
 export const DEFAULT_MAX_KEY_LENGTH = 255;
@@ -28,5 +37,12 @@ export const DEFAULT_MAX_SCOPE_LENGTH = 255;
 export const NEST_ROUTE_ARGS_METADATA = '__routeArguments__';
 export const NEST_RESPONSE_PASSTHROUGH_METADATA = '__responsePassthrough__';
 export const NEST_SSE_METADATA = '__sse__';
+/** `METHOD_METADATA`: the route's `RequestMethod`. */
+export const NEST_METHOD_METADATA = 'method';
+/**
+ * `RequestMethod` values of safe methods (GET, OPTIONS, HEAD, SEARCH, PROPFIND, QUERY): nothing to
+ * deduplicate, so `@Idempotent()` on such a route is refused at bootstrap.
+ */
+export const NEST_SAFE_REQUEST_METHODS: readonly number[] = [0, 6, 7, 8, 9, 16];
 /** `RouteParamtypes.RESPONSE` and `RouteParamtypes.NEXT`. */
 export const NEST_RESPONSE_PARAM_TYPES: readonly number[] = [1, 2];

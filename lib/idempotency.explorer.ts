@@ -2,9 +2,11 @@ import { Injectable, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import {
   IDEMPOTENT_ROUTE_METADATA,
+  NEST_METHOD_METADATA,
   NEST_RESPONSE_PARAM_TYPES,
   NEST_RESPONSE_PASSTHROUGH_METADATA,
   NEST_ROUTE_ARGS_METADATA,
+  NEST_SAFE_REQUEST_METHODS,
   NEST_SSE_METADATA,
 } from './idempotency.constants.js';
 import { IdempotencyService } from './idempotency.service.js';
@@ -32,7 +34,7 @@ export class IdempotencyExplorer implements OnModuleInit {
         if (typeof handler !== 'function' || !Reflect.hasMetadata(IDEMPOTENT_ROUTE_METADATA, handler)) continue;
         const where = `@Idempotent() on ${type.name}.${name}()`;
         this.refuseUnreplayable(where, type, name, handler);
-        const route = this.service.routeOptions(handler, where);
+        const route = this.service.routeOptions(type, handler, where);
         await this.service.prepareIdentity(route.identity);
       }
     }
@@ -41,6 +43,11 @@ export class IdempotencyExplorer implements OnModuleInit {
   private refuseUnreplayable(where: string, type: object, name: string, handler: object): void {
     if (Reflect.getMetadata(NEST_SSE_METADATA, handler)) {
       throw new Error(`${where}: an @Sse() stream cannot be stored and replayed`);
+    }
+    if (NEST_SAFE_REQUEST_METHODS.includes(Reflect.getMetadata(NEST_METHOD_METADATA, handler))) {
+      throw new Error(
+        `${where}: GET, HEAD, OPTIONS and other safe methods change nothing and need no idempotency key; use it on POST, PUT, PATCH or DELETE`,
+      );
     }
     const args = (Reflect.getMetadata(NEST_ROUTE_ARGS_METADATA, type, name) ?? {}) as Record<string, unknown>;
     const takesResponse = Object.keys(args).some((k) => NEST_RESPONSE_PARAM_TYPES.includes(Number(k.split(':')[0])));

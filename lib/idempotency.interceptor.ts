@@ -6,11 +6,15 @@ import {
   type NestInterceptor,
   StreamableFile,
 } from '@nestjs/common';
-import type { ServerResponse } from 'node:http';
 import { Observable } from 'rxjs';
-import { IDEMPOTENCY_KEY_PROPERTY } from './idempotency.constants.js';
+import type { StoredResponse } from './cache/idempotency-store.interface.js';
+import { IDEMPOTENCY_KEY_PROPERTY, REPLAYED_HEADER, SAFE_METHODS } from './idempotency.constants.js';
+import { IdempotencyException } from './idempotency.exception.js';
 import { type ActiveClaim, IdempotencyService } from './idempotency.service.js';
-import { recordResponse } from './utils/response-recorder.util.js';
+import { IdempotentReplay } from './idempotent-replay.exception.js';
+import { type HeaderSnapshot, recordResponse } from './utils/response-recorder.util.js';
+import { currentHeaders, isFastifyReply, rawResponse, sendFinal } from './utils/response-writer.util.js';
+import { renderValue } from './utils/value-renderer.util.js';
 
 function isStream(value: unknown): boolean {
   return (
@@ -19,9 +23,26 @@ function isStream(value: unknown): boolean {
   );
 }
 
+const REPLAYED = { [REPLAYED_HEADER]: 'true' };
+const JSON_TYPE = { 'content-type': 'application/json; charset=utf-8' };
+
+/** Writes the module's own answer (a replay or a 4xx/5xx) before any filter can choose another. */
+function answer(response: object, err: unknown): void {
+  if (err instanceof IdempotentReplay) {
+    sendFinal(response, err.response, REPLAYED);
+  } else if (err instanceof IdempotencyException) {
+    const body = Buffer.from(JSON.stringify({ error: err.reason }));
+    sendFinal(response, { status: err.getStatus(), headers: JSON_TYPE, body }, err.headers);
+  }
+}
+
 /**
  * Applied by `@Idempotent()`. Runs after guards (so identity resolvers see `req.user`) and inside
  * every global and controller interceptor, and records what finally leaves the server.
+ *
+ * Its own answers (replays, 4xx, 503) are written here, then thrown on: outer interceptors see an
+ * exception (so success-only work, like publishing an event, does not run again for a replay), and
+ * whichever filter catches it can no longer change what was sent.
  */
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor {
@@ -33,56 +54,108 @@ export class IdempotencyInterceptor implements NestInterceptor {
     if (context.getType() !== 'http') return next.handle();
     const http = context.switchToHttp();
     const request = http.getRequest();
-    const route = this.service.routeOptions(context.getHandler());
-    const claim = await this.service.begin(request, context, route);
+    // An @All() route also serves safe methods, which have nothing to deduplicate.
+    if (SAFE_METHODS.has(request.method)) return next.handle();
+    const response = http.getResponse<object>();
+    const route = this.service.routeOptions(context.getClass(), context.getHandler());
+    let claim: ActiveClaim | undefined;
+    try {
+      claim = await this.service.begin(request, context, route);
+    } catch (err) {
+      answer(response, err);
+      throw err;
+    }
     if (!claim) return next.handle();
     request[IDEMPOTENCY_KEY_PROPERTY] = claim.key;
+    return this.run(claim, response, next);
+  }
 
-    const response = http.getResponse();
-    const raw: ServerResponse = response.raw ?? response;
-    let settled = false;
-    const recording = recordResponse(raw, {
-      onEnd: (stored) => {
-        settled = true;
-        return this.service.commit(claim, stored);
-      },
-      onStream: () => {
-        settled = true;
-        this.giveUp(claim, 'was streamed');
-      },
-    });
+  private run(claim: ActiveClaim, response: object, next: CallHandler): Observable<unknown> {
+    const raw = rawResponse(response);
+    const adapter = isFastifyReply(response) ? 'fastify' : 'express';
+    const before: HeaderSnapshot = currentHeaders(response);
+    const statusBefore = raw.statusCode;
     this.service.hold(claim);
 
     // One subscriber rather than a chain of operators: this runs on every decorated request.
     return new Observable<unknown>((subscriber) => {
-      const subscription = next.handle().subscribe({
-        next: (value) => {
-          if (!settled && isStream(value)) {
-            recording.abandon();
-            this.giveUp(claim, 'returned a stream');
+      let finished = false; // the handler completed or failed
+      let detached = false; // the chain around it was torn down, or answered, first
+      let settled = false; // the key was committed, released or given up
+      let last: unknown; // the handler's result: Nest sends the last value
+      let status = 0;
+      let headers: Record<string, unknown> = {};
+
+      const settle = (work: Promise<void>): Promise<void> => {
+        settled = true;
+        return work.finally(() => this.service.unhold(claim));
+      };
+      const giveUp = (why: string): void => {
+        if (settled) return;
+        this.logger.warn(`${claim.route}: response not stored: the handler ${why}; the key is released`);
+        void settle(this.service.release(claim));
+      };
+      // The handler's own result, as its adapter would have sent it.
+      const storeResult = (): Promise<void> => {
+        if (isStream(last)) {
+          giveUp('returned a stream');
+          return Promise.resolve();
+        }
+        return settle(this.service.commit(claim, renderValue(last, status, headers, before, adapter)));
+      };
+      const detach = (why: string): void => {
+        if (detached) return;
+        detached = true;
+        recording.abandon();
+        this.logger.warn(`${claim.route}: ${why} before the handler finished; it runs to completion and its own result is stored`);
+      };
+
+      const recording = recordResponse(raw, before, {
+        onEnd: (stored: StoredResponse) => {
+          if (!finished) {
+            // An answer from outside the handler (a timeout middleware, Fastify's handlerTimeout).
+            detach('a response was sent');
+            return Promise.resolve();
           }
+          // An outer layer failed after the handler succeeded: what goes out is its error, which is
+          // never stored; a retry gets the handler's result.
+          if (stored.status >= 400 && stored.status !== status) return storeResult();
+          return settle(this.service.commit(claim, stored));
+        },
+        onStream: () => giveUp('was streamed'),
+      });
+
+      next.handle().subscribe({
+        next: (value) => {
+          if (!settled && !detached && isStream(value)) {
+            recording.abandon();
+            giveUp('returned a stream');
+          }
+          last = value;
           subscriber.next(value);
         },
         // A thrown error frees the key before the error response goes out, so a retry runs again.
         error: (err: unknown) => {
+          finished = true;
           recording.abandon();
-          this.service.unhold(claim);
-          this.service.release(claim).then(() => subscriber.error(err));
+          void settle(this.service.release(claim)).then(() => subscriber.error(err));
         },
         complete: () => {
-          this.service.unhold(claim);
+          finished = true;
+          // Once the response has gone out (an outer answer), the handler's part of it is unknown.
+          status = raw.headersSent ? statusBefore : raw.statusCode;
+          headers = raw.headersSent ? {} : currentHeaders(response);
+          if (detached) void storeResult();
           subscriber.complete();
         },
       });
       return () => {
-        subscription.unsubscribe();
-        this.service.unhold(claim);
+        if (finished) return;
+        // Torn down first: Nest drops an Observable handler's chain when the client goes away, and
+        // an outer timeout unsubscribes. The handler's side effects may have happened already, so
+        // it is not cancelled: it finishes, and its result is what a retry gets.
+        detach('the request was abandoned (client gone, or an outer timeout or error)');
       };
     });
-  }
-
-  private giveUp(claim: ActiveClaim, why: string): void {
-    this.logger.warn(`response not stored: the handler ${why}; the key is released`);
-    void this.service.release(claim);
   }
 }

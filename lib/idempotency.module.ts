@@ -16,13 +16,14 @@ import { resolveModuleOptions } from './utils/options.util.js';
 /** The options as the user gave them; resolved (and validated) when the application starts. */
 const RAW_OPTIONS = Symbol('IDEMPOTENCY_RAW_OPTIONS');
 
-const resolvedOptions: Provider = {
+/** `registration` names the call in errors about options that belong to it rather than to the options. */
+const resolvedOptions = (registration: 'forRoot()' | 'forRootAsync()'): Provider => ({
   provide: IDEMPOTENCY_MODULE_OPTIONS,
-  useFactory: (raw: IdempotencyModuleOptions) => resolveModuleOptions(raw),
+  useFactory: (raw: IdempotencyModuleOptions) => resolveModuleOptions(raw, registration),
   inject: [RAW_OPTIONS],
-};
+});
 
-const PROVIDERS = [resolvedOptions, IdempotencyService, IdempotencyExplorer, IdempotencyInterceptor, IdempotencyExceptionFilter];
+const PROVIDERS = [IdempotencyService, IdempotencyExplorer, IdempotencyInterceptor, IdempotencyExceptionFilter];
 const EXPORTS = [IDEMPOTENCY_MODULE_OPTIONS, IdempotencyService, IdempotencyInterceptor, IdempotencyExceptionFilter];
 
 /**
@@ -37,7 +38,7 @@ export class IdempotencyModule {
       module: IdempotencyModule,
       global: isGlobal,
       imports: [DiscoveryModule],
-      providers: [{ provide: RAW_OPTIONS, useValue: moduleOptions }, ...PROVIDERS],
+      providers: [{ provide: RAW_OPTIONS, useValue: moduleOptions }, resolvedOptions('forRoot()'), ...PROVIDERS],
       exports: EXPORTS,
     };
   }
@@ -47,7 +48,12 @@ export class IdempotencyModule {
       module: IdempotencyModule,
       global: options.isGlobal ?? true,
       imports: [DiscoveryModule, ...(options.imports ?? [])],
-      providers: [...this.asyncOptionsProviders(options), ...(options.extraProviders ?? []), ...PROVIDERS],
+      providers: [
+        ...this.asyncOptionsProviders(options),
+        resolvedOptions('forRootAsync()'),
+        ...(options.extraProviders ?? []),
+        ...PROVIDERS,
+      ],
       exports: EXPORTS,
     };
   }

@@ -31,10 +31,14 @@ export interface CacheSetOptions {
 
 // Eviction takes queues in this order: plain before guaranteed, and within each, entries never read
 // (oldest insert first) before read ones (least recently read first). Only a read moves an entry.
+// Claims wait in queues of their own that eviction never takes from while they are live: evicting
+// one would let a duplicate run the handler while the first still runs.
 const PLAIN = 0;
 const GUARANTEED = 2;
 const READ = 1;
-const QUEUES = 4;
+const EVICTABLE_QUEUES = 4;
+const IN_FLIGHT = 4;
+const QUEUES = 6;
 
 const PLAIN_VALUE = 0;
 const CLAIM = 1;
@@ -94,6 +98,7 @@ class Claim {
 }
 
 let productionWarningGiven = false;
+const logger = new Logger('InMemoryCache');
 
 /**
  * A process-local LRU store, bounded by entry count, O(1) per operation, with lazy expiry (no timers).
@@ -134,7 +139,7 @@ export class InMemoryCache implements IdempotencyStore {
     this.now = options.now ?? Date.now;
     if (process.env.NODE_ENV === 'production' && !productionWarningGiven) {
       productionWarningGiven = true;
-      new Logger('InMemoryCache').warn(
+      logger.warn(
         'InMemoryCache keeps idempotency state per process: a retry that reaches another pod runs again. Use RedisCache with more than one instance.',
       );
     }
@@ -191,16 +196,19 @@ export class InMemoryCache implements IdempotencyStore {
 
   async claim(key: string, claim: IdempotencyClaim): Promise<ClaimOutcome> {
     const e = this.live(key);
-    if (e) {
+    if (e && e.kind !== PLAIN_VALUE) {
       this.touch(e);
       if (e.kind === RECORD) return { state: 'completed', record: decodeRecord(Buffer.from(e.value as string, 'latin1')) };
-      // A plain value under an idempotency key is foreign: report it as held by a different request.
-      const fingerprint = e.kind === CLAIM ? (e.value as Claim).fingerprint : '';
-      return { state: 'in-flight', fingerprint };
+      return { state: 'in-flight', fingerprint: (e.value as Claim).fingerprint };
+    }
+    if (e) {
+      // Not written by the idempotency layer: no claim or record of ours, so the key is free.
+      logger.warn('a value the idempotency layer did not write was under an idempotency key; it is replaced by a claim');
+      this.drop(e);
     }
     const value = new Claim(claim.owner, claim.fingerprint);
-    if (this.insert(key, value, CLAIM, this.expiry(claim.leaseMs), GUARANTEED) === null) {
-      throw new Error('InMemoryCache: no entry can be evicted under the configured prefixQuotas');
+    if (this.insert(key, value, CLAIM, this.expiry(claim.leaseMs), IN_FLIGHT) === null) {
+      throw new Error('InMemoryCache is full: every entry is a claim in flight or kept by its prefix quota');
     }
     return { state: 'claimed' };
   }
@@ -213,6 +221,7 @@ export class InMemoryCache implements IdempotencyStore {
     e.value = encodeRecord(record).toString('latin1');
     e.kind = RECORD;
     e.expiresAt = this.expiry(ttlMs);
+    this.move(e, GUARANTEED | (e.queue & READ));
     return true;
   }
 
@@ -265,9 +274,12 @@ export class InMemoryCache implements IdempotencyStore {
     return e;
   }
 
-  /** Evicts the first entry in eviction order whose prefix is not protected by its quota. */
+  /**
+   * Evicts the first entry in eviction order whose prefix is not protected by its quota; failing
+   * that, a claim whose lease has run out.
+   */
   private evictOne(inserting: Group): boolean {
-    for (let q = 0; q < QUEUES; q++) {
+    for (let q = 0; q < EVICTABLE_QUEUES; q++) {
       let victim: Entry | null = null;
       for (const g of this.groups) {
         if (g !== inserting && g.count <= g.quota) continue;
@@ -277,6 +289,17 @@ export class InMemoryCache implements IdempotencyStore {
       if (victim) {
         this.drop(victim);
         return true;
+      }
+    }
+    const now = this.now();
+    for (const g of this.groups) {
+      for (let q = IN_FLIGHT; q < QUEUES; q++) {
+        for (let e = g.queues[q].head; e; e = e.next) {
+          if (e.expiresAt <= now) {
+            this.drop(e);
+            return true;
+          }
+        }
       }
     }
     return false;

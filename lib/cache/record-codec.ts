@@ -40,10 +40,32 @@ export function decodeRecord(value: Buffer): IdempotencyRecord {
   return { fingerprint: value.toString('latin1', 1, a), response };
 }
 
-/** What a stored value means to a claimant. */
-export function decodeEntry(value: Buffer): ClaimOutcome {
-  if (value[0] === CLAIM) return { state: 'in-flight', fingerprint: value.toString('latin1', value.indexOf(NL) + 1) };
-  // A foreign value is not ours to replay: report it as held by a different request.
-  if (value[0] !== RECORD) return { state: 'in-flight', fingerprint: '' };
-  return { state: 'completed', record: decodeRecord(value) };
+/** A record value read back, or `undefined` when its framing is not one {@link encodeRecord} writes. */
+function checkedRecord(value: Buffer): IdempotencyRecord | undefined {
+  const a = value.indexOf(NL);
+  const b = a < 0 ? -1 : value.indexOf(NL, a + 1);
+  if (b < 0 || value.indexOf(NL, b + 1) < 0) return undefined;
+  let record: IdempotencyRecord;
+  try {
+    record = decodeRecord(value);
+  } catch {
+    return undefined;
+  }
+  const { status, headers } = record.response;
+  const headersOk = typeof headers === 'object' && headers !== null && !Array.isArray(headers);
+  return Number.isInteger(status) && status >= 100 && status <= 599 && headersOk ? record : undefined;
+}
+
+/**
+ * What a stored value means to a claimant, or `undefined` for a value this codec did not write
+ * (another application's, or a damaged one): the key then holds nothing of ours.
+ */
+export function decodeEntry(value: Buffer): ClaimOutcome | undefined {
+  if (value[0] === CLAIM) {
+    const nl = value.indexOf(NL);
+    return nl > 1 ? { state: 'in-flight', fingerprint: value.toString('latin1', nl + 1) } : undefined;
+  }
+  if (value[0] !== RECORD) return undefined;
+  const record = checkedRecord(value);
+  return record && { state: 'completed', record };
 }

@@ -1,5 +1,7 @@
 import { Logger } from '@nestjs/common';
+import { createHash } from 'node:crypto';
 import type { ClaimOutcome, IdempotencyClaim, IdempotencyRecord, IdempotencyStore } from './idempotency-store.interface.js';
+import { MAX_TIMER_MS } from '../idempotency.constants.js';
 import { decodeEntry, encodeClaim, encodeRecord, ownerPrefix } from './record-codec.js';
 import { RedisCacheOptions, type RedisClientLike } from './redis-cache.options.js';
 
@@ -10,10 +12,22 @@ import { RedisCacheOptions, type RedisClientLike } from './redis-cache.options.j
 const OWNS = `local v = redis.call('GET', KEYS[1])
 local owns = v and string.sub(v, 1, #ARGV[1]) == ARGV[1]`;
 const SCRIPTS = {
+  // A key of another type (a hash under our prefix) is not ours: it is replaced, and 1 reports it.
   nestjsIdempotencyClaim: `
-local v = redis.call('GET', KEYS[1])
+local v = redis.pcall('GET', KEYS[1])
+if type(v) == 'table' and v.err then
+  redis.call('DEL', KEYS[1])
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
 if v then return v end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return false`,
+  // Replaces a string value the codec could not read, unless it changed since (ARGV[1]: its SHA-1).
+  nestjsIdempotencyTakeOver: `
+local v = redis.call('GET', KEYS[1])
+if v and redis.sha1hex(v) ~= ARGV[1] then return v end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 return false`,
   nestjsIdempotencyCommit: `${OWNS}
 if owns then redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 end
@@ -27,7 +41,8 @@ return 0`,
 } as const;
 
 interface ScriptedClient extends RedisClientLike {
-  nestjsIdempotencyClaimBuffer(key: string, claim: string, leaseMs: number): Promise<Buffer | null>;
+  nestjsIdempotencyClaimBuffer(key: string, claim: string, leaseMs: number): Promise<Buffer | number | null>;
+  nestjsIdempotencyTakeOverBuffer(key: string, sha1: string, claim: string, leaseMs: number): Promise<Buffer | null>;
   nestjsIdempotencyCommit(key: string, owner: string, record: Buffer, ttlMs: number): Promise<number>;
   nestjsIdempotencyRelease(key: string, owner: string): Promise<number>;
   nestjsIdempotencyRenew(key: string, owner: string, leaseMs: number): Promise<number>;
@@ -49,8 +64,10 @@ export class RedisCache implements IdempotencyStore {
     if (!(options instanceof RedisCacheOptions)) throw new Error('RedisCache: pass RedisCacheOptions.create().withUrl(...) or .withClient(...)');
     const { url, client, commandTimeoutMs } = options;
     if (!url && !client) throw new Error('RedisCache: set withUrl() or withClient()');
-    if (!Number.isSafeInteger(commandTimeoutMs) || commandTimeoutMs < 1) {
-      throw new Error(`RedisCache: the command timeout must be a positive integer (ms), got ${String(commandTimeoutMs)}`);
+    if (!Number.isSafeInteger(commandTimeoutMs) || commandTimeoutMs < 1 || commandTimeoutMs > MAX_TIMER_MS) {
+      throw new Error(
+        `RedisCache: the command timeout must be an integer from 1 to ${MAX_TIMER_MS} (ms), got ${String(commandTimeoutMs)}`,
+      );
     }
     this.timeoutMs = commandTimeoutMs;
     this.owned = !client;
@@ -61,8 +78,23 @@ export class RedisCache implements IdempotencyStore {
 
   async claim(key: string, claim: IdempotencyClaim): Promise<ClaimOutcome> {
     const client = await this.client;
-    const held = await this.bounded(client.nestjsIdempotencyClaimBuffer(key, encodeClaim(claim.owner, claim.fingerprint), claim.leaseMs));
-    return held ? decodeEntry(held) : { state: 'claimed' };
+    const value = encodeClaim(claim.owner, claim.fingerprint);
+    const held = await this.bounded(client.nestjsIdempotencyClaimBuffer(key, value, claim.leaseMs));
+    if (held === null) return { state: 'claimed' };
+    if (typeof held === 'number') {
+      this.foreign();
+      return { state: 'claimed' };
+    }
+    const outcome = decodeEntry(held);
+    if (outcome) return outcome;
+    // A value our codec cannot read: nothing of ours is there, so the key is free. Replaced only if
+    // unchanged, in one more round trip that only such a key costs.
+    this.foreign();
+    const sha1 = createHash('sha1').update(held).digest('hex');
+    const now = await this.bounded(client.nestjsIdempotencyTakeOverBuffer(key, sha1, value, claim.leaseMs));
+    const after = now && decodeEntry(now);
+    if (now && !after) throw new Error('RedisCache: the key holds a value that is not an idempotency record');
+    return after ?? { state: 'claimed' };
   }
 
   async commit(key: string, owner: string, record: IdempotencyRecord, ttlMs: number): Promise<boolean> {
@@ -78,6 +110,10 @@ export class RedisCache implements IdempotencyStore {
   async renew(key: string, owner: string, leaseMs: number): Promise<boolean> {
     const client = await this.client;
     return (await this.bounded(client.nestjsIdempotencyRenew(key, ownerPrefix(owner), leaseMs))) === 1;
+  }
+
+  private foreign(): void {
+    this.logger.warn('a value the idempotency layer did not write was under an idempotency key; it is replaced by a claim');
   }
 
   /** Closes the client only when this store created it. */

@@ -10,13 +10,19 @@ export interface IdempotencyModuleOptions {
    * Several pods need `RedisCache`. Give idempotency a store of its own: see the README's "Eviction".
    */
   cache?: IdempotencyStore;
-  /** How long a completed key is remembered, in ms. Default 86 400 000 (24 h). */
+  /** How long a completed key is remembered, in ms. Default 86 400 000 (24 h); at most 365 days. */
   ttlMs?: number;
   /**
    * How long a claim outlives a crashed request, in ms. Renewed every third of it while the handler
-   * runs, so a slow handler keeps its key. Default 60 000.
+   * runs, so a slow handler keeps its key. Default 60 000; from 3 to 2 147 483 647 (Node's longest timer).
    */
   leaseMs?: number;
+  /**
+   * How long a handler that has not finished keeps its key, in ms: after it the lease is no longer
+   * renewed, lapses, and a retry can take the key over (a warning names the route).
+   * Default 600 000 (10 min) or `leaseMs` when that is longer; from `leaseMs` to 2 147 483 647.
+   */
+  maxHoldMs?: number;
   /** Request header carrying the key, matched case-insensitively. Default `'idempotency-key'`. */
   headerName?: string;
   /** Namespace of this module's cache keys. Default `'idem:'`. */

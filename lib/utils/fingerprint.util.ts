@@ -21,7 +21,9 @@ export function canonicalQuery(rawQuery: string): string {
 function sortKeys(_key: string, value: unknown): unknown {
   if (typeof value === 'bigint') return value.toString();
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return value;
-  const sorted: Record<string, unknown> = {};
+  // No prototype: on a plain object, `sorted['__proto__'] = v` would set the prototype instead of
+  // copying the key, and bodies differing only inside a "__proto__" key would share a fingerprint.
+  const sorted: Record<string, unknown> = Object.create(null);
   for (const k of Object.keys(value).sort()) sorted[k] = (value as Record<string, unknown>)[k];
   return sorted;
 }
@@ -46,14 +48,15 @@ function part(tag: string, value: string): string {
 }
 
 /**
- * SHA-256 over method, path, canonical query and canonical body, length-delimited.
- * `url` is the request target as received (path and query).
+ * SHA-256 over handler, method, path, canonical query and canonical body, length-delimited.
+ * `url` is the request target as received (path and query); `handler` names the route's handler
+ * (`Controller.method`), so the same path routed to another handler (a version) is another request.
  */
-export function requestFingerprint(method: string, url: string, body: unknown): string {
+export function requestFingerprint(method: string, url: string, body: unknown, handler: string): string {
   const q = url.indexOf('?');
   const path = q === -1 ? url : url.slice(0, q);
   const query = q === -1 ? '' : canonicalQuery(url.slice(q + 1));
-  const head = part('m', method) + part('p', path) + part('q', query);
+  const head = part('h', handler) + part('m', method) + part('p', path) + part('q', query);
   // One update for the common case: every native call into the hash has a fixed cost.
   if (body instanceof Uint8Array) {
     const hash = createHash('sha256').update(`${head}b${body.length}:`);

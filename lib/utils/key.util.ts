@@ -1,3 +1,5 @@
+import { MESSAGES } from '../idempotency.messages.js';
+
 /**
  * Checks a client-chosen key (or an identity scope) before it reaches a cache key.
  * Returns the reason for a 400, or `undefined` when the value is acceptable. The reason names the
@@ -5,11 +7,11 @@
  */
 export function keyViolation(what: string, value: string, length: number, max: number): string | undefined {
   // Length first: a megabyte key is refused without reading it.
-  if (length > max) return `${what} exceeds ${max} characters`;
+  if (length > max) return MESSAGES.tooLong(what, max);
   for (let i = 0; i < value.length; i++) {
     const c = value.charCodeAt(i);
     // Space and the control range split commands in line protocols (memcached); CR/LF inject headers.
-    if (c <= 0x20 || c === 0x7f) return `${what} has a control character or space at index ${i}`;
+    if (c <= 0x20 || c === 0x7f) return MESSAGES.forbiddenChar(what, i);
   }
   return undefined;
 }

@@ -37,21 +37,32 @@ export interface ResponseRecording {
 }
 
 type HeaderInput = OutgoingHttpHeaders | readonly (string | string[])[] | undefined;
+/** Headers the response held before the handler ran (lower-case names). */
+export type HeaderSnapshot = Readonly<Record<string, unknown>>;
 
-function addHeaders(target: Record<string, string | string[]>, headers: HeaderInput): void {
+function addHeaders(target: Record<string, string | string[]>, headers: HeaderInput, before: HeaderSnapshot): void {
   if (!headers) return;
   if (Array.isArray(headers)) {
     // writeHead(status, [name, value, name, value, ...])
-    for (let i = 0; i + 1 < headers.length; i += 2) addHeader(target, String(headers[i]), headers[i + 1]);
+    for (let i = 0; i + 1 < headers.length; i += 2) addHeader(target, String(headers[i]), headers[i + 1], before);
     return;
   }
-  for (const name of Object.keys(headers)) addHeader(target, name, (headers as OutgoingHttpHeaders)[name]);
+  for (const name of Object.keys(headers)) addHeader(target, name, (headers as OutgoingHttpHeaders)[name], before);
 }
 
-function addHeader(target: Record<string, string | string[]>, name: string, value: unknown): void {
+function addHeader(target: Record<string, string | string[]>, name: string, value: unknown, before: HeaderSnapshot): void {
   const lower = name.toLowerCase();
   if (value === undefined || UNSTORED_HEADERS.has(lower)) return;
+  // Set for this request before the handler ran (CORS, a request id): a retry gets its own.
+  if (lower in before && String(before[lower]) === String(value)) return;
   target[lower] = Array.isArray(value) ? value.map(String) : String(value);
+}
+
+/** The headers of `headers` a record keeps: neither unstored ones nor those unchanged since `before`. */
+export function storableHeaders(headers: Readonly<Record<string, unknown>>, before: HeaderSnapshot): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  addHeaders(out, headers as OutgoingHttpHeaders, before);
+  return out;
 }
 
 function toBuffer(chunk: unknown, encoding: unknown): Buffer {
@@ -66,9 +77,10 @@ function toBuffer(chunk: unknown, encoding: unknown): Buffer {
  * Records the response at the last point before it leaves: the Node `ServerResponse` both Express
  * and Fastify end. What outer interceptors, serializers and filters did is already in the bytes, and
  * the real `end()` is held back until `onEnd` has stored them, so a retry sent the moment the client
- * has the first response already finds the record.
+ * has the first response already finds the record. Headers `before` holds with the same value are
+ * not recorded: they belong to this request, not to its answer.
  */
-export function recordResponse(raw: ServerResponse, hooks: RecorderHooks): ResponseRecording {
+export function recordResponse(raw: ServerResponse, before: HeaderSnapshot, hooks: RecorderHooks): ResponseRecording {
   const original = { writeHead: raw.writeHead, write: raw.write, end: raw.end };
   let headHeaders: HeaderInput;
   let active = true;
@@ -96,8 +108,8 @@ export function recordResponse(raw: ServerResponse, hooks: RecorderHooks): Respo
   raw.end = function (this: ServerResponse, chunk?: unknown, encoding?: unknown, callback?: unknown) {
     restore();
     const headers: Record<string, string | string[]> = {};
-    addHeaders(headers, this.getHeaders());
-    addHeaders(headers, headHeaders);
+    addHeaders(headers, this.getHeaders(), before);
+    addHeaders(headers, headHeaders, before);
     const response: StoredResponse = { status: this.statusCode, headers, body: toBuffer(chunk, encoding) };
     const end = original.end as (...a: unknown[]) => ServerResponse;
     const args = [chunk, encoding, callback];

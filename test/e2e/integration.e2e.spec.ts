@@ -262,17 +262,17 @@ describe('bootstrap refuses what cannot be replayed', () => {
       }
     }
     await expect(startApp('express', { imports: [IdempotencyModule.forRoot()], controllers: [BadTtl] })).rejects.toThrow(
-      '@Idempotent() on BadTtl.x(): ttlMs must be a positive integer, got -5',
+      '@Idempotent() on BadTtl.x(): ttlMs must be an integer from 1 to 31536000000, got -5',
     );
   });
 });
 
 describe('module options', () => {
   it.each([
-    [{ ttlMs: 0 }, 'IdempotencyModule: ttlMs must be a positive integer, got 0'],
-    [{ maxKeyLength: 1.5 }, 'IdempotencyModule: maxKeyLength must be a positive integer, got 1.5'],
-    [{ maxScopeLength: -1 }, 'IdempotencyModule: maxScopeLength must be a positive integer, got -1'],
-    [{ leaseMs: 2 }, 'IdempotencyModule: leaseMs must be at least 3'],
+    [{ ttlMs: 0 }, 'IdempotencyModule: ttlMs must be an integer from 1 to 31536000000, got 0'],
+    [{ maxKeyLength: 1.5 }, 'IdempotencyModule: maxKeyLength must be an integer from 1 to 9007199254740991, got 1.5'],
+    [{ maxScopeLength: -1 }, 'IdempotencyModule: maxScopeLength must be an integer from 1 to 9007199254740991, got -1'],
+    [{ leaseMs: 2 }, 'IdempotencyModule: leaseMs must be an integer from 3 to 2147483647, got 2'],
     [{ missingHeader: 'ignore' }, "IdempotencyModule: missingHeader must be 'reject' or 'pass-through', got ignore"],
     [{ headerName: 'bad header' }, 'IdempotencyModule: headerName must be a valid HTTP header name'],
     [{ keyPrefix: 'a b' }, 'IdempotencyModule: keyPrefix must be a string without control characters or spaces'],
@@ -345,7 +345,7 @@ describe('forRootAsync()', () => {
   it('validates what the factory returns', async () => {
     const definition = IdempotencyModule.forRootAsync({ useFactory: () => ({ ttlMs: -1 }) });
     await expect(startApp('express', { imports: [definition], controllers: [TestController], providers: [Runs, Gate] })).rejects.toThrow(
-      'IdempotencyModule: ttlMs must be a positive integer, got -1',
+      'IdempotencyModule: ttlMs must be an integer from 1 to 31536000000, got -1',
     );
   });
 });

@@ -61,6 +61,8 @@ function expectedForKey(value: string): { status: number; body?: string } {
 }
 
 function expectedForScope(scope: string): { status: number; body?: string } {
+  // An empty scope would merge every caller: the resolver's fault, a 500.
+  if (scope === '') return { status: 500, body: '{"error":"the caller scope of this request could not be resolved"}' };
   if (escapeScope(scope).length > MAX_SCOPE) return { status: 400, body: `{"error":"identity scope exceeds ${MAX_SCOPE} characters"}` };
   const i = scope.search(FORBIDDEN);
   if (i >= 0) return { status: 400, body: `{"error":"identity scope has a control character or space at index ${i}"}` };

@@ -71,11 +71,12 @@ describeRedis('RedisCache on a standalone redis-server', () => {
       'RedisCache: pass RedisCacheOptions.create().withUrl(...) or .withClient(...)',
     );
     expect(() => new RedisCache(RedisCacheOptions.create())).toThrow('RedisCache: set withUrl() or withClient()');
-    for (const bad of [0, -1, 1.5, Number.NaN]) {
+    for (const bad of [0, -1, 1.5, Number.NaN, 2 ** 31]) {
       expect(() => new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(bad))).toThrow(
-        `RedisCache: the command timeout must be a positive integer (ms), got ${bad}`,
+        `RedisCache: the command timeout must be an integer from 1 to 2147483647 (ms), got ${bad}`,
       );
     }
+    expect(() => new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(2 ** 31 - 1))).not.toThrow();
     const accepted = new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(1));
     return accepted.close();
   });

@@ -33,6 +33,10 @@ export class FakeResponse {
     return this;
   }
 
+  get headersSent(): boolean {
+    return this.calls.some((c) => c.method !== 'write' || c.args.length > 0);
+  }
+
   /** Typed as what production code expects. */
   get raw(): ServerResponse {
     return this as unknown as ServerResponse;

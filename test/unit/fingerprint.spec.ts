@@ -22,6 +22,9 @@ describe('canonical body', () => {
     expect(canonicalJson({ b: 1, a: { d: [3, 1], c: null } })).toBe('{"a":{"c":null,"d":[3,1]},"b":1}');
     expect(canonicalJson({ when: new Date(0), n: 1n })).toBe('{"n":"1","when":"1970-01-01T00:00:00.000Z"}');
     expect(canonicalJson([{ y: 1, x: 2 }])).toBe('[{"x":2,"y":1}]');
+    // An own "__proto__" key (JSON.parse makes one) is data, not the prototype: it stays in.
+    expect(canonicalJson(JSON.parse('{"b":1,"__proto__":{"admin":true}}'))).toBe('{"__proto__":{"admin":true},"b":1}');
+    expect(canonicalJson(JSON.parse('{"__proto__":1}'))).not.toBe(canonicalJson(JSON.parse('{"__proto__":2}')));
     // Values JSON has no text for read as null, as JSON.stringify reads them inside arrays.
     expect(canonicalJson(Symbol('s'))).toBe('null');
     expect(canonicalJson(() => 1)).toBe('null');
@@ -54,23 +57,27 @@ describe('canonical body', () => {
 });
 
 describe('request fingerprint', () => {
-  const fp = requestFingerprint;
+  const fp = (method: string, url: string, body: unknown, handler = 'Pay.create') => requestFingerprint(method, url, body, handler);
   const sha = (input: string | Buffer) => createHash('sha256').update(input).digest('base64url');
 
   it('is SHA-256 over the tagged, length-delimited parts, as specified', () => {
-    expect(fp('POST', '/a?b=1&a=2', { y: 1, x: [true] })).toBe(sha('m4:POSTp2:/aq7:a=2&b=1j18:{"x":[true],"y":1}'));
-    expect(fp('PUT', '/pay', undefined)).toBe(sha('m3:PUTp4:/payq0:n'));
-    expect(fp('PUT', '/pay', null)).toBe(sha('m3:PUTp4:/payq0:n'));
-    expect(fp('POST', '/?', 'text')).toBe(sha('m4:POSTp1:/q0:s4:text'));
-    expect(fp('POST', '/b', Buffer.from([1, 2]))).toBe(sha(Buffer.concat([Buffer.from('m4:POSTp2:/bq0:b2:'), Buffer.from([1, 2])])));
+    expect(fp('POST', '/a?b=1&a=2', { y: 1, x: [true] })).toBe(sha('h10:Pay.createm4:POSTp2:/aq7:a=2&b=1j18:{"x":[true],"y":1}'));
+    expect(fp('PUT', '/pay', undefined, 'A.b')).toBe(sha('h3:A.bm3:PUTp4:/payq0:n'));
+    expect(fp('PUT', '/pay', null, 'A.b')).toBe(sha('h3:A.bm3:PUTp4:/payq0:n'));
+    expect(fp('POST', '/?', 'text', 'A.b')).toBe(sha('h3:A.bm4:POSTp1:/q0:s4:text'));
+    expect(fp('POST', '/b', Buffer.from([1, 2]), 'A.b')).toBe(
+      sha(Buffer.concat([Buffer.from('h3:A.bm4:POSTp2:/bq0:b2:'), Buffer.from([1, 2])])),
+    );
   });
 
   it('is equal for a reordered query and reordered body keys', () => {
     expect(fp('POST', '/p?a=1&b=2', { x: 1, y: 2 })).toBe(fp('POST', '/p?b=2&a=1', { y: 2, x: 1 }));
   });
 
-  it('differs in each of method, path, query and body', () => {
+  it('differs in each of handler, method, path, query and body', () => {
     const base = fp('POST', '/p?a=1', { x: 1 });
+    // The same path routed to another handler (header versioning: V1.create, V2.create).
+    expect(fp('POST', '/p?a=1', { x: 1 }, 'PayV2.create')).not.toBe(base);
     expect(fp('PUT', '/p?a=1', { x: 1 })).not.toBe(base);
     expect(fp('POST', '/q?a=1', { x: 1 })).not.toBe(base);
     expect(fp('POST', '/p?a=2', { x: 1 })).not.toBe(base);
@@ -81,6 +88,7 @@ describe('request fingerprint', () => {
   it('cannot be collided by moving bytes between parts', () => {
     // Plain concatenation would make these equal: "POST" + "/ab" == "POS" + "T/ab", and so on.
     expect(fp('POST', '/ab', undefined)).not.toBe(fp('POS', 'T/ab', undefined));
+    expect(fp('POST', '/ab', undefined, 'A.b')).not.toBe(fp('.bPOST', '/ab', undefined, 'A'));
     expect(fp('POST', '/a?b=1', 'x')).not.toBe(fp('POST', '/a', 'b=1x'));
     expect(fp('POST', '/a', '')).not.toBe(fp('POST', '/a', undefined));
     expect(fp('POST', '/a', 'null')).not.toBe(fp('POST', '/a', null));

@@ -102,7 +102,7 @@ describe('IdempotencyExplorer', () => {
         return 1;
       }
     }
-    await expect(explore([Bad])).rejects.toThrow('@Idempotent() on Bad.pay(): ttlMs must be a positive integer, got 0');
+    await expect(explore([Bad])).rejects.toThrow('@Idempotent() on Bad.pay(): ttlMs must be an integer from 1 to 31536000000, got 0');
   });
 
   it('fails the start when a resolver class cannot be built', async () => {

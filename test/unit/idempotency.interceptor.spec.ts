@@ -1,10 +1,11 @@
 import { afterEach, beforeEach, describe, expect, it, jest } from '@jest/globals';
-import { type CallHandler, type ExecutionContext, Logger, StreamableFile } from '@nestjs/common';
+import { type CallHandler, type ExecutionContext, HttpException, Logger, StreamableFile } from '@nestjs/common';
 import type { ModuleRef } from '@nestjs/core';
 import { lastValueFrom, Observable, of, Subject, throwError } from 'rxjs';
-import { IdempotencyInterceptor } from '../../lib/index.js';
+import { IdempotencyException, IdempotencyInterceptor } from '../../lib/index.js';
 import { IDEMPOTENCY_KEY_PROPERTY, IDEMPOTENT_ROUTE_METADATA } from '../../lib/idempotency.constants.js';
 import { IdempotencyService } from '../../lib/idempotency.service.js';
+import { IdempotentReplay } from '../../lib/idempotent-replay.exception.js';
 import { resolveModuleOptions } from '../../lib/utils/options.util.js';
 import { FakeResponse } from '../support/fake-response.js';
 import { ScriptedStore } from '../support/scripted-store.js';
@@ -13,14 +14,17 @@ const tick = () => new Promise((r) => setImmediate(r));
 
 const services: IdempotencyService[] = [];
 
+class Pay {}
+
 function setup(routeOptions: object = {}) {
   const store = new ScriptedStore();
   const service = new IdempotencyService(resolveModuleOptions({ cache: store }), {} as ModuleRef);
   services.push(service);
   const interceptor = new IdempotencyInterceptor(service);
-  const handler = () => undefined;
-  Reflect.defineMetadata(IDEMPOTENT_ROUTE_METADATA, routeOptions, handler);
+  const create = () => undefined;
+  Reflect.defineMetadata(IDEMPOTENT_ROUTE_METADATA, routeOptions, create);
   const res = new FakeResponse();
+  res.statusCode = 201;
   const req: Record<string | symbol, unknown> = {
     method: 'POST',
     url: '/pay',
@@ -30,11 +34,14 @@ function setup(routeOptions: object = {}) {
   const context = (type = 'http', response: object = res) =>
     ({
       getType: () => type,
-      getHandler: () => handler,
+      getClass: () => Pay,
+      getHandler: () => create,
       switchToHttp: () => ({ getRequest: () => req, getResponse: () => response }),
     }) as unknown as ExecutionContext;
   const held = () => (service as unknown as { held: Set<unknown> }).held.size;
-  return { store, service, interceptor, res, req, context, held };
+  const ops = () => store.calls.map((c) => c[0]);
+  const committed = () => store.calls.find((c) => c[0] === 'commit')?.[3] as { response: unknown } | undefined;
+  return { store, service, interceptor, res, req, context, held, ops, committed };
 }
 
 const next = (source: Observable<unknown>): CallHandler => ({ handle: () => source });
@@ -44,6 +51,7 @@ let warnings: ReturnType<typeof jest.spyOn>;
 function spyOnLogger(): void {
   beforeEach(() => {
     warnings = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
   });
   afterEach(() => {
     jest.restoreAllMocks();
@@ -53,10 +61,14 @@ function spyOnLogger(): void {
 
 describe('IdempotencyInterceptor', () => {
   spyOnLogger();
-  it('leaves non-HTTP contexts alone', async () => {
-    const { interceptor, store, context } = setup();
+  it('leaves non-HTTP contexts and safe methods (an @All() route) alone', async () => {
+    const { interceptor, store, context, req } = setup();
     const source = of(1);
     expect(await interceptor.intercept(context('rpc'), next(source))).toBe(source);
+    for (const method of ['GET', 'HEAD', 'OPTIONS', 'TRACE', 'SEARCH', 'PROPFIND', 'QUERY']) {
+      req.method = method;
+      expect(await interceptor.intercept(context(), next(source))).toBe(source);
+    }
     expect(store.calls).toEqual([]);
   });
 
@@ -70,39 +82,47 @@ describe('IdempotencyInterceptor', () => {
     expect(held()).toBe(0);
   });
 
-  it('claims, hands the key to @IdempotencyKey(), and commits what end() sends before it goes out', async () => {
+  it('claims, hands the key to @IdempotencyKey(), commits what end() sends before it goes out, and renews until the commit settles', async () => {
     const { interceptor, store, context, req, res, held } = setup();
+    res.setHeader('x-request-id', 'r-1');
     const out = await interceptor.intercept(context(), next(of({ id: 1 })));
     expect(store.calls.map((c) => c[0])).toEqual(['claim']);
     expect(req[IDEMPOTENCY_KEY_PROPERTY]).toBe('k');
     expect(held()).toBe(1);
     expect(await lastValueFrom(out)).toEqual({ id: 1 });
-    expect(held()).toBe(0);
+    expect(held()).toBe(1);
     let commit!: (stored: boolean) => void;
     store.commitAnswer = () => new Promise((r) => (commit = r));
-    res.statusCode = 201;
+    res.setHeader('x-set', 'later');
     res.raw.end('{"id":1}');
     await tick();
     expect(store.calls[1]).toEqual([
       'commit',
       'idem:%:k',
       (store.calls[0][2] as { owner: string }).owner,
-      { fingerprint: (store.calls[0][2] as { fingerprint: string }).fingerprint, response: { status: 201, headers: {}, body: Buffer.from('{"id":1}') } },
+      {
+        fingerprint: (store.calls[0][2] as { fingerprint: string }).fingerprint,
+        response: { status: 201, headers: { 'x-set': 'later' }, body: Buffer.from('{"id":1}') },
+      },
       86_400_000,
     ]);
     expect(res.ended()).toBe(false);
+    expect(held()).toBe(1);
     commit(true);
     await tick();
     expect(res.ended()).toBe(true);
+    expect(held()).toBe(0);
   });
 
-  it('records on the raw response of a Fastify reply', async () => {
+  it("records on the raw response of a Fastify reply, leaving out the reply's headers set before the handler", async () => {
     const { interceptor, store, context, res } = setup();
-    const reply = { raw: res.raw, code: () => reply };
+    const reply = { raw: res.raw, code: () => reply, getHeaders: () => ({ vary: 'Origin' }) };
     await lastValueFrom(await interceptor.intercept(context('http', reply), next(of('x'))));
+    res.raw.writeHead(201, { vary: 'Origin', 'content-type': 'text/plain' });
     res.raw.end('x');
     await tick();
     expect(store.calls.map((c) => c[0])).toEqual(['claim', 'commit']);
+    expect(store.calls[1][3]).toMatchObject({ response: { status: 201, headers: { 'content-type': 'text/plain' } } });
   });
 
   it('frees the key before the error goes on, and records nothing', async () => {
@@ -129,16 +149,17 @@ describe('IdempotencyInterceptor', () => {
     ['a Readable', () => ({ pipe: () => undefined })],
     ['a StreamableFile', () => new StreamableFile(Buffer.from('x'))],
   ])('releases the key of a handler that returns %s, passes the value on, and records nothing', async (_name, make) => {
-    const { interceptor, store, context, res } = setup();
+    const { interceptor, store, context, res, held } = setup();
     const value = make();
     const end = res.end;
     const out = await interceptor.intercept(context(), next(of(value)));
     expect(await lastValueFrom(out)).toBe(value);
     await tick();
     expect(store.calls.map((c) => c[0])).toEqual(['claim', 'release']);
-    expect(warnings).toHaveBeenCalledWith('response not stored: the handler returned a stream; the key is released');
+    expect(warnings).toHaveBeenCalledWith('Pay.create: response not stored: the handler returned a stream; the key is released');
     expect((warnings.mock.contexts[0] as { context?: string }).context).toBe('Idempotency');
     expect(res.end).toBe(end);
+    expect(held()).toBe(0);
   });
 
   it('does not take plain values for streams', async () => {
@@ -150,22 +171,6 @@ describe('IdempotencyInterceptor', () => {
     expect(warnings).not.toHaveBeenCalled();
   });
 
-  it('ignores a stream value once the response was already recorded', async () => {
-    const { interceptor, store, context, res } = setup();
-    const values = new Subject<unknown>();
-    const out = await interceptor.intercept(context(), next(values));
-    const seen: unknown[] = [];
-    out.subscribe((v) => seen.push(v));
-    res.raw.end('done');
-    await tick();
-    values.next({ pipe: () => undefined });
-    values.complete();
-    await tick();
-    expect(seen).toHaveLength(1);
-    expect(store.calls.map((c) => c[0])).toEqual(['claim', 'commit']);
-    expect(warnings).not.toHaveBeenCalled();
-  });
-
   it('releases the key of a response written in parts', async () => {
     const { interceptor, store, context, res } = setup();
     await lastValueFrom(await interceptor.intercept(context(), next(of(undefined))));
@@ -173,7 +178,7 @@ describe('IdempotencyInterceptor', () => {
     res.raw.end('rest');
     await tick();
     expect(store.calls.map((c) => c[0])).toEqual(['claim', 'release']);
-    expect(warnings).toHaveBeenCalledWith('response not stored: the handler was streamed; the key is released');
+    expect(warnings).toHaveBeenCalledWith('Pay.create: response not stored: the handler was streamed; the key is released');
   });
 
   it('releases once when a response written in parts is also a returned stream', async () => {
@@ -188,13 +193,157 @@ describe('IdempotencyInterceptor', () => {
     expect(store.calls.map((c) => c[0])).toEqual(['claim', 'release']);
     expect(warnings).toHaveBeenCalledTimes(1);
   });
+});
 
-  it('stops renewing when the subscriber goes away', async () => {
-    const { interceptor, context, held } = setup();
-    const out = await interceptor.intercept(context(), next(new Subject()));
+describe('IdempotencyInterceptor: a chain torn down or answered before the handler finished', () => {
+  spyOnLogger();
+  it('lets the handler finish after the subscriber goes away (client gone, outer timeout) and stores its own result', async () => {
+    const { interceptor, context, res, held, ops, committed } = setup();
+    const handler = new Subject<unknown>();
+    const out = await interceptor.intercept(context(), next(handler));
     const subscription = out.subscribe();
-    expect(held()).toBe(1);
     subscription.unsubscribe();
+    expect(handler.observed).toBe(true);
+    expect(held()).toBe(1);
+    expect(warnings).toHaveBeenCalledWith(
+      'Pay.create: the request was abandoned (client gone, or an outer timeout or error) before the handler finished; it runs to completion and its own result is stored',
+    );
+    // What an outer timeout answers is not the handler's result: it is not recorded.
+    res.statusCode = 408;
+    res.raw.end('{"statusCode":408}');
+    await tick();
+    expect(ops()).toEqual(['claim']);
+    handler.next({ charged: 1 });
+    handler.complete();
+    await tick();
+    expect(ops()).toEqual(['claim', 'commit']);
+    // The response had gone out: the status is the one set before the handler ran.
+    expect(committed()!.response).toEqual({
+      status: 201,
+      headers: { 'content-type': 'application/json; charset=utf-8' },
+      body: Buffer.from('{"charged":1}'),
+    });
     expect(held()).toBe(0);
   });
+
+  it('stores what the handler set when nothing went out (Nest sends nothing to a client that is gone)', async () => {
+    const { interceptor, context, res, committed } = setup();
+    const handler = new Subject<unknown>();
+    (await interceptor.intercept(context(), next(handler))).subscribe().unsubscribe();
+    res.statusCode = 202;
+    res.setHeader('location', '/p/1');
+    handler.next('queued');
+    handler.complete();
+    await tick();
+    expect(committed()!.response).toEqual({
+      status: 202,
+      headers: { location: '/p/1', 'content-type': 'text/html; charset=utf-8' },
+      body: Buffer.from('queued'),
+    });
+  });
+
+  it('releases the key when the abandoned handler fails or returns a stream', async () => {
+    for (const finish of [
+      (h: Subject<unknown>) => h.error(new Error('declined')),
+      (h: Subject<unknown>) => {
+        h.next({ pipe: () => undefined });
+        h.complete();
+      },
+    ]) {
+      const { interceptor, context, ops, held } = setup();
+      const handler = new Subject<unknown>();
+      (await interceptor.intercept(context(), next(handler))).subscribe({ error: () => undefined }).unsubscribe();
+      finish(handler);
+      await tick();
+      expect(ops()).toEqual(['claim', 'release']);
+      expect(held()).toBe(0);
+    }
+  });
+
+  it('does not store an answer sent from outside before the handler finished, but the result that follows', async () => {
+    const { interceptor, context, res, ops, committed } = setup();
+    const handler = new Subject<unknown>();
+    const seen: unknown[] = [];
+    (await interceptor.intercept(context(), next(handler))).subscribe((v) => seen.push(v));
+    res.statusCode = 503;
+    res.raw.end('timed out');
+    await tick();
+    expect(res.ended()).toBe(true);
+    expect(ops()).toEqual(['claim']);
+    expect(warnings).toHaveBeenCalledWith(
+      'Pay.create: a response was sent before the handler finished; it runs to completion and its own result is stored',
+    );
+    handler.next({ ok: true });
+    handler.complete();
+    await tick();
+    expect(seen).toEqual([{ ok: true }]);
+    expect(committed()!.response).toMatchObject({ status: 201, body: Buffer.from('{"ok":true}') });
+  });
+
+  it("stores the handler's result, not the error an outer layer answered with after it succeeded", async () => {
+    const { interceptor, context, res, committed } = setup();
+    res.setHeader('x-handler', 'set');
+    await lastValueFrom(await interceptor.intercept(context(), next(of({ id: 7 }))));
+    res.statusCode = 500;
+    res.setHeader('content-type', 'application/json');
+    res.raw.end('{"statusCode":500,"message":"Internal server error"}');
+    await tick();
+    expect(committed()!.response).toEqual({
+      status: 201,
+      headers: { 'content-type': 'application/json; charset=utf-8' },
+      body: Buffer.from('{"id":7}'),
+    });
+  });
+
+  it('stores an error status the handler chose itself', async () => {
+    const { interceptor, context, res, committed } = setup();
+    res.statusCode = 402;
+    await lastValueFrom(await interceptor.intercept(context(), next(of({ declined: true }))));
+    res.raw.end('{"declined":true,"wrapped":1}');
+    await tick();
+    expect(committed()!.response).toMatchObject({ status: 402, body: Buffer.from('{"declined":true,"wrapped":1}') });
+  });
 });
+
+describe("IdempotencyInterceptor: the module's own answers", () => {
+  spyOnLogger();
+  it('writes a replay and seals the response before throwing it on', async () => {
+    const { interceptor, store, context, res } = setup();
+    const stored = { status: 201, headers: { 'content-type': 'application/json' }, body: Buffer.from('{"id":1}') };
+    store.claimAnswer = async () => ({ state: 'completed', record: { fingerprint: await fingerprintOf(), response: stored } });
+    const thrown = await interceptor.intercept(context(), next(of(1))).catch((e: unknown) => e);
+    expect(thrown).toBeInstanceOf(IdempotentReplay);
+    expect(res.statusCode).toBe(201);
+    expect(res.getHeaders()).toEqual({ 'content-type': 'application/json', 'idempotent-replayed': 'true' });
+    expect(res.calls).toEqual([{ method: 'end', args: [stored.body] }]);
+    // A catch-all filter answering the exception changes nothing.
+    res.raw.setHeader('content-type', 'text/html');
+    res.raw.end('{"statusCode":500}');
+    expect(res.calls).toHaveLength(1);
+    expect(res.getHeader('content-type')).toBe('application/json');
+  });
+
+  it('writes its errors as small JSON with their headers', async () => {
+    const { interceptor, store, context, res } = setup();
+    store.claimAnswer = async () => ({ state: 'in-flight', fingerprint: await fingerprintOf() });
+    const thrown = await interceptor.intercept(context(), next(of(1))).catch((e: unknown) => e);
+    expect(thrown).toBeInstanceOf(IdempotencyException);
+    expect(res.statusCode).toBe(409);
+    expect(res.getHeaders()).toEqual({ 'content-type': 'application/json; charset=utf-8', 'retry-after': '1' });
+    expect(res.calls).toEqual([{ method: 'end', args: [Buffer.from('{"error":"idempotency-key in-flight; retry shortly"}')] }]);
+  });
+
+  it("leaves an application's own error to the application's filters", async () => {
+    const { interceptor, context, res } = setup({ identity: () => Promise.reject(new HttpException('who?', 401)) });
+    const thrown = await interceptor.intercept(context(), next(of(1))).catch((e: unknown) => e);
+    expect((thrown as HttpException).getStatus()).toBe(401);
+    expect(res.calls).toEqual([]);
+  });
+});
+
+/** The fingerprint the interceptor claims with, read from a first claim on a fresh store. */
+async function fingerprintOf(): Promise<string> {
+  const probe = setup();
+  await probe.interceptor.intercept(probe.context(), next(of(1)));
+  return (probe.store.calls[0][2] as { fingerprint: string }).fingerprint;
+}

@@ -61,7 +61,7 @@ describe('IdempotencyModule', () => {
 
   it('refuses bad options at startup with the option named', async () => {
     await expect(Test.createTestingModule({ imports: [IdempotencyModule.forRoot({ ttlMs: -5 })] }).compile()).rejects.toThrow(
-      'IdempotencyModule: ttlMs must be a positive integer, got -5',
+      'IdempotencyModule: ttlMs must be an integer from 1 to 31536000000, got -5',
     );
   });
 

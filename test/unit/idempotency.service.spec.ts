@@ -12,6 +12,7 @@ import { ScriptedStore } from '../support/scripted-store.js';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const context = { marker: 'context' } as unknown as ExecutionContext;
 const route = (over: Partial<ResolvedRouteOptions> = {}): ResolvedRouteOptions => ({
+  id: 'Pay.create',
   ttlMs: 1000,
   missingHeader: 'reject',
   identity: undefined,
@@ -67,8 +68,17 @@ describe('IdempotencyService.begin: the key', () => {
   it('claims with the key, an owner token, the fingerprint, the lease and the route ttl', async () => {
     const { store, service } = setup({ leaseMs: 900 });
     const claim = (await service.begin(request('k-1'), context, route({ ttlMs: 77 })))!;
-    const fingerprint = requestFingerprint('POST', '/pay?b=2&a=1', { amount: 1 });
-    expect(claim).toEqual({ key: 'k-1', cacheKey: 'idem:%:k-1', owner: expect.stringMatching(UUID), fingerprint, ttlMs: 77 });
+    const fingerprint = requestFingerprint('POST', '/pay?b=2&a=1', { amount: 1 }, 'Pay.create');
+    expect(claim).toEqual({
+      key: 'k-1',
+      cacheKey: 'idem:%:k-1',
+      owner: expect.stringMatching(UUID),
+      fingerprint,
+      ttlMs: 77,
+      route: 'Pay.create',
+      claimedAt: expect.any(Number),
+    });
+    expect(Math.abs(claim.claimedAt - Date.now())).toBeLessThan(1000);
     expect(store.calls).toEqual([['claim', 'idem:%:k-1', { owner: claim.owner, fingerprint, leaseMs: 900 }]]);
     const again = (await service.begin(request('k-2'), context, route()))!;
     expect(again.owner).not.toBe(claim.owner);
@@ -77,7 +87,7 @@ describe('IdempotencyService.begin: the key', () => {
   it('fingerprints originalUrl (Express sub-apps) before url', async () => {
     const { service } = setup();
     const claim = (await service.begin(request('k', { originalUrl: '/api/pay?a=1' }), context, route()))!;
-    expect(claim.fingerprint).toBe(requestFingerprint('POST', '/api/pay?a=1', { amount: 1 }));
+    expect(claim.fingerprint).toBe(requestFingerprint('POST', '/api/pay?a=1', { amount: 1 }, 'Pay.create'));
   });
 
   it('reads the configured header name and the prefix', async () => {
@@ -156,11 +166,25 @@ describe('IdempotencyService.begin: the identity scope', () => {
     expect(store.calls[0][1]).toBe('idem:bob:k');
   });
 
-  it('refuses a scope that is not a string, too long once escaped, or has control characters', async () => {
+  it('answers 500 for a resolver that returns no scope (not a string, or empty), naming the route in the log', async () => {
+    const { store, service } = setup();
+    for (const [bad, what] of [
+      [42, 'number'],
+      [undefined, 'undefined'],
+      ['', 'an empty string'],
+    ] as const) {
+      expect(await httpError(service.begin(request('k'), context, route({ identity: () => bad as never })))).toEqual({
+        status: 500,
+        reason: 'the caller scope of this request could not be resolved',
+        headers: {},
+      });
+      expect(errors).toHaveBeenLastCalledWith(`Pay.create: the identity resolver returned ${what}, not a scope; answering 500`);
+    }
+    expect(store.calls).toEqual([]);
+  });
+
+  it('refuses a scope that is too long once escaped, or has control characters', async () => {
     const { store, service } = setup({ maxScopeLength: 6 });
-    await expect(service.begin(request('k'), context, route({ identity: () => 42 as never }))).rejects.toThrow(
-      new TypeError('identity resolver must return a string'),
-    );
     expect(await httpError(service.begin(request('k'), context, route({ identity: () => 'a:b:' })))).toEqual({
       status: 400,
       reason: 'identity scope exceeds 6 characters',
@@ -242,12 +266,12 @@ describe('IdempotencyService.begin: the body and the store', () => {
       reason: 'idempotency store unavailable; retry shortly',
       headers: { 'retry-after': '1' },
     });
-    expect(errors).toHaveBeenCalledWith('claim failed, answering 503: ECONNREFUSED');
+    expect(errors).toHaveBeenCalledWith('Pay.create: claim failed, answering 503: ECONNREFUSED');
   });
 
   it('answers a key in flight with 409 for the same request and 422 for another', async () => {
     const { store, service } = setup();
-    const fingerprint = requestFingerprint('POST', '/pay?b=2&a=1', { amount: 1 });
+    const fingerprint = requestFingerprint('POST', '/pay?b=2&a=1', { amount: 1 }, 'Pay.create');
     store.claimAnswer = async () => ({ state: 'in-flight', fingerprint });
     expect(await httpError(service.begin(request('k'), context, route()))).toEqual({
       status: 409,
@@ -264,7 +288,7 @@ describe('IdempotencyService.begin: the body and the store', () => {
 
   it('replays a completed key for the same request and answers 422 for another', async () => {
     const { store, service } = setup();
-    const fingerprint = requestFingerprint('POST', '/pay?b=2&a=1', { amount: 1 });
+    const fingerprint = requestFingerprint('POST', '/pay?b=2&a=1', { amount: 1 }, 'Pay.create');
     store.claimAnswer = async () => ({ state: 'completed', record: { fingerprint, response } });
     const replay = await rejection(service.begin(request('k'), context, route()));
     expect(replay).toBeInstanceOf(IdempotentReplay);
@@ -280,7 +304,7 @@ describe('IdempotencyService.begin: the body and the store', () => {
 
 describe('IdempotencyService: commit, release, leases', () => {
   spyOnLogger();
-  const claim: ActiveClaim = { key: 'k', cacheKey: 'idem:%:k', owner: 'me', fingerprint: 'fp', ttlMs: 500 };
+  const claim: ActiveClaim = { key: 'k', cacheKey: 'idem:%:k', owner: 'me', fingerprint: 'fp', ttlMs: 500, route: 'Pay.create', claimedAt: Date.now() };
 
   it('commits the response for the route ttl, and only logs when that fails', async () => {
     const { store, service } = setup();
@@ -289,11 +313,11 @@ describe('IdempotencyService: commit, release, leases', () => {
     expect(warnings).not.toHaveBeenCalled();
     store.commitAnswer = async () => false;
     await service.commit(claim, response);
-    expect(warnings).toHaveBeenCalledWith('response not stored: the claim had expired and the key was taken over');
+    expect(warnings).toHaveBeenCalledWith('Pay.create: response not stored: the claim had expired and the key was taken over');
     expect((warnings.mock.contexts[0] as { context?: string }).context).toBe('Idempotency');
     store.commitAnswer = () => Promise.reject(new Error('down'));
     await expect(service.commit(claim, response)).resolves.toBeUndefined();
-    expect(errors).toHaveBeenCalledWith('response not stored, the claim expires with its lease: down');
+    expect(errors).toHaveBeenCalledWith('Pay.create: response not stored, the claim expires with its lease: down');
   });
 
   it('releases the caller\'s claim, and only logs when that fails', async () => {
@@ -303,7 +327,7 @@ describe('IdempotencyService: commit, release, leases', () => {
     expect(errors).not.toHaveBeenCalled();
     store.releaseAnswer = () => Promise.reject(new Error('down'));
     await expect(service.release(claim)).resolves.toBeUndefined();
-    expect(errors).toHaveBeenCalledWith('claim not released, it expires with its lease: down');
+    expect(errors).toHaveBeenCalledWith('Pay.create: claim not released, it expires with its lease: down');
   });
 
   it('renews every held claim each third of the lease, with one timer, until unheld', async () => {
@@ -339,12 +363,12 @@ describe('IdempotencyService: commit, release, leases', () => {
     service.hold(claim);
     store.renewAnswer = async () => false;
     await jest.advanceTimersByTimeAsync(1);
-    expect(warnings).toHaveBeenCalledWith('lease lost while the handler was still running');
+    expect(warnings).toHaveBeenCalledWith('Pay.create: lease lost while the handler was still running');
     expect(errors).not.toHaveBeenCalled();
     warnings.mockClear();
     store.renewAnswer = () => Promise.reject(new Error('timeout'));
     await jest.advanceTimersByTimeAsync(1);
-    expect(errors).toHaveBeenCalledWith('lease renewal failed: timeout');
+    expect(errors).toHaveBeenCalledWith('Pay.create: lease renewal failed: timeout');
     expect(warnings).not.toHaveBeenCalled();
     store.renewAnswer = async () => true;
     errors.mockClear();
@@ -395,16 +419,18 @@ describe('IdempotencyService.routeOptions', () => {
     const { service } = setup({ ttlMs: 9 });
     const handler = () => undefined;
     Reflect.defineMetadata(IDEMPOTENT_ROUTE_METADATA, { ttlMs: 5 }, handler);
-    const first = service.routeOptions(handler);
-    expect(first).toEqual({ ttlMs: 5, missingHeader: 'reject', identity: undefined });
+    class Pay {}
+    const first = service.routeOptions(Pay, handler);
+    expect(first).toEqual({ id: 'Pay.handler', ttlMs: 5, missingHeader: 'reject', identity: undefined });
     Reflect.defineMetadata(IDEMPOTENT_ROUTE_METADATA, { ttlMs: 6 }, handler);
-    expect(service.routeOptions(handler)).toBe(first);
-    expect(service.routeOptions(() => undefined)).toEqual({ ttlMs: 9, missingHeader: 'reject', identity: undefined });
+    expect(service.routeOptions(Pay, handler)).toBe(first);
+    const other = () => undefined;
+    expect(service.routeOptions(Pay, other)).toEqual({ id: 'Pay.other', ttlMs: 9, missingHeader: 'reject', identity: undefined });
     const bad = () => undefined;
     Reflect.defineMetadata(IDEMPOTENT_ROUTE_METADATA, { ttlMs: -1 }, bad);
-    expect(() => service.routeOptions(bad)).toThrow('@Idempotent(): ttlMs must be a positive integer, got -1');
+    expect(() => service.routeOptions(Pay, bad)).toThrow('@Idempotent(): ttlMs must be an integer from 1 to 31536000000, got -1');
     const named = () => undefined;
     Reflect.defineMetadata(IDEMPOTENT_ROUTE_METADATA, { ttlMs: -1 }, named);
-    expect(() => service.routeOptions(named, '@Idempotent() on A.b()')).toThrow('@Idempotent() on A.b(): ttlMs');
+    expect(() => service.routeOptions(Pay, named, '@Idempotent() on A.b()')).toThrow('@Idempotent() on A.b(): ttlMs');
   });
 });

@@ -143,7 +143,42 @@ describe('InMemoryCache eviction', () => {
     c.set('b:1', 1);
     expect(c.set('c:1', 1)).toBe(false);
     expect(c.size).toBe(2);
-    await expect(c.claim('c:2', claim())).rejects.toThrow('no entry can be evicted');
+    await expect(c.claim('c:2', claim())).rejects.toThrow(
+      'InMemoryCache is full: every entry is a claim in flight or kept by its prefix quota',
+    );
+  });
+
+  it('never evicts a claim in flight: a full cache refuses the next claim instead', async () => {
+    let now = 0;
+    const c = new InMemoryCache({ maxEntries: 2, now: () => now });
+    expect(await c.claim('a', claim('o', 'fp', 100))).toEqual({ state: 'claimed' });
+    c.set('plain', 1);
+    expect(await c.claim('b', claim('o', 'fp', 100))).toEqual({ state: 'claimed' }); // evicts the plain entry
+    expect(c.get('plain')).toBeUndefined();
+    await expect(c.claim('c', claim('o', 'fp', 100))).rejects.toThrow('InMemoryCache is full');
+    expect(c.set('plain', 1)).toBe(false);
+    expect(await c.claim('a', claim('x', 'fp', 100))).toEqual({ state: 'in-flight', fingerprint: 'fp' });
+    // A committed claim is a record, evictable as any other.
+    expect(await c.commit('a', 'o', record(), 1000)).toBe(true);
+    expect(await c.claim('c', claim('o', 'fp', 100))).toEqual({ state: 'claimed' });
+    expect([...c.keys()].sort()).toEqual(['b', 'c']);
+    await expect(c.claim('d', claim('o'))).rejects.toThrow('InMemoryCache is full');
+    // A claim whose lease ran out is dead: it makes room.
+    now = 100;
+    expect(await c.claim('d', claim('o'))).toEqual({ state: 'claimed' });
+    expect(c.size).toBe(2);
+    expect(c.keys().next().value).toBe('c');
+  });
+
+  it('a record keeps the read mark its claim got, and goes after the unread records', async () => {
+    const c = new InMemoryCache({ maxEntries: 2 });
+    await c.claim('read', claim('o'));
+    await c.claim('read', claim('dup'));
+    await c.commit('read', 'o', record(), 1000);
+    await c.claim('unread', claim('o'));
+    await c.commit('unread', 'o', record(), 1000);
+    await c.claim('new', claim('o'));
+    expect([...c.keys()].sort()).toEqual(['new', 'read']);
   });
 
   it('validates its options', () => {
@@ -209,11 +244,21 @@ describe('InMemoryCache bookkeeping', () => {
     expect(c.get('forever')).toBe(1);
   });
 
-  it('a plain value under a key is foreign to the idempotency operations', async () => {
+  it('a plain value under a key is foreign to the idempotency operations, and a claim replaces it', async () => {
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
     const c = new InMemoryCache();
     c.set('k', { owner: 'o' });
-    expect(await c.claim('k', claim('o'))).toEqual({ state: 'in-flight', fingerprint: '' });
     expect(await c.commit('k', 'o', record(), 1000)).toBe(false);
+    expect(await c.release('k', 'o')).toBe(false);
+    expect(await c.renew('k', 'o', 1000)).toBe(false);
+    expect(c.get('k')).toEqual({ owner: 'o' });
+    expect(await c.claim('k', claim('o'))).toEqual({ state: 'claimed' });
+    expect(warn).toHaveBeenCalledWith(
+      'a value the idempotency layer did not write was under an idempotency key; it is replaced by a claim',
+    );
+    expect(c.size).toBe(1);
+    warn.mockRestore();
+    c.set('k', { owner: 'o' });
     expect(await c.release('k', 'o')).toBe(false);
     expect(await c.renew('k', 'o', 1000)).toBe(false);
     expect(await c.commit('missing', 'o', record(), 1000)).toBe(false);

@@ -12,6 +12,7 @@ describe('resolveModuleOptions', () => {
       store: expect.any(InMemoryCache),
       ttlMs: 86_400_000,
       leaseMs: 60_000,
+      maxHoldMs: 600_000,
       headerName: 'idempotency-key',
       keyPrefix: 'idem:',
       maxKeyLength: 255,
@@ -30,6 +31,7 @@ describe('resolveModuleOptions', () => {
         cache,
         ttlMs: 5,
         leaseMs: 3,
+        maxHoldMs: 4,
         headerName: 'X-Request-Key',
         keyPrefix: 'pay:',
         maxKeyLength: 1,
@@ -41,6 +43,7 @@ describe('resolveModuleOptions', () => {
       store: cache,
       ttlMs: 5,
       leaseMs: 3,
+      maxHoldMs: 4,
       headerName: 'x-request-key',
       keyPrefix: 'pay:',
       maxKeyLength: 1,
@@ -64,17 +67,57 @@ describe('resolveModuleOptions', () => {
     );
   });
 
-  it.each(['ttlMs', 'leaseMs', 'maxKeyLength', 'maxScopeLength'] as const)('%s must be a positive safe integer', (name) => {
+  it.each(['maxKeyLength', 'maxScopeLength'] as const)('%s must be a positive safe integer', (name) => {
     for (const bad of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 53, '10', null]) {
-      expect(() => resolveModuleOptions({ [name]: bad })).toThrow(err(`${name} must be a positive integer, got ${String(bad)}`));
+      expect(() => resolveModuleOptions({ [name]: bad })).toThrow(err(`${name} must be an integer from 1 to ${2 ** 53 - 1}, got ${String(bad)}`));
     }
     expect(resolveModuleOptions({ [name]: 2 ** 53 - 1 })[name]).toBe(2 ** 53 - 1);
   });
 
-  it('leaseMs is at least 3, as it is renewed every third', () => {
-    expect(() => resolveModuleOptions({ leaseMs: 1 })).toThrow(err('leaseMs must be at least 3 (it is renewed every third)'));
-    expect(() => resolveModuleOptions({ leaseMs: 2 })).toThrow(err('leaseMs must be at least 3 (it is renewed every third)'));
-    expect(resolveModuleOptions({ leaseMs: 3 }).leaseMs).toBe(3);
+  it.each([
+    ['ttlMs', 1, 31_536_000_000],
+    ['leaseMs', 3, 2_147_483_647],
+    ['maxHoldMs', 60_000, 2_147_483_647],
+  ] as const)('%s is an integer from %d to %d, named with its limits when it is not', (name, min, max) => {
+    for (const bad of [min - 1, max + 1, 1e12 * 1e6, 1.5 + min, Number.NaN, '10', null]) {
+      expect(() => resolveModuleOptions({ [name]: bad })).toThrow(err(`${name} must be an integer from ${min} to ${max}, got ${String(bad)}`));
+    }
+    expect(resolveModuleOptions({ [name]: min })[name]).toBe(min);
+    expect(resolveModuleOptions({ [name]: max })[name]).toBe(max);
+  });
+
+  it('maxHoldMs defaults to 10 minutes or leaseMs when longer, and is never below leaseMs', () => {
+    expect(resolveModuleOptions({}).maxHoldMs).toBe(600_000);
+    expect(resolveModuleOptions({ leaseMs: 900_000 }).maxHoldMs).toBe(900_000);
+    expect(resolveModuleOptions({ leaseMs: 1000, maxHoldMs: 1000 }).maxHoldMs).toBe(1000);
+    expect(() => resolveModuleOptions({ leaseMs: 1000, maxHoldMs: 999 })).toThrow(
+      err('maxHoldMs must be an integer from 1000 to 2147483647, got 999'),
+    );
+  });
+
+  it('refuses an unknown option, naming the one it most likely meant', () => {
+    const valid = 'valid: cache, ttlMs, leaseMs, maxHoldMs, headerName, keyPrefix, maxKeyLength, maxScopeLength, missingHeader, identity';
+    expect(() => resolveModuleOptions({ store: store() } as never)).toThrow(err(`unknown option "store" (did you mean cache?); ${valid}`));
+    expect(() => resolveModuleOptions({ Store: 1 } as never)).toThrow(err(`unknown option "Store" (did you mean cache?); ${valid}`));
+    expect(() => resolveModuleOptions({ ttl: 1 } as never)).toThrow('(did you mean ttlMs?)');
+    expect(() => resolveModuleOptions({ lease: 1 } as never)).toThrow('(did you mean leaseMs?)');
+    expect(() => resolveModuleOptions({ header: 'x' } as never)).toThrow('(did you mean headerName?)');
+    expect(() => resolveModuleOptions({ prefix: 'x' } as never)).toThrow('(did you mean keyPrefix?)');
+    expect(() => resolveModuleOptions({ leaseMS: 1 } as never)).toThrow('(did you mean leaseMs?)');
+    expect(() => resolveModuleOptions({ headername: 1 } as never)).toThrow('(did you mean headerName?)');
+    expect(() => resolveModuleOptions({ maxKeyLengt: 1 } as never)).toThrow('(did you mean maxKeyLength?)');
+    expect(() => resolveModuleOptions({ zzzzzzzz: 1 } as never)).toThrow(err(`unknown option "zzzzzzzz"; ${valid}`));
+  });
+
+  it('says which options belong to forRoot()/forRootAsync() themselves', () => {
+    expect(() => resolveModuleOptions({ isGlobal: false } as never, 'forRootAsync()')).toThrow(
+      err('isGlobal is an option of forRootAsync() itself; the options its factory returns cannot change how the module is registered'),
+    );
+    for (const key of ['imports', 'inject', 'useFactory', 'useClass', 'useExisting', 'extraProviders']) {
+      expect(() => resolveModuleOptions({ [key]: [] } as never, 'forRootAsync()')).toThrow(err(`${key} is an option of forRootAsync() itself`));
+    }
+    expect(() => resolveModuleOptions({ imports: [] } as never, 'forRoot()')).toThrow(err('imports is an option of forRootAsync(), not of forRoot()'));
+    expect(() => resolveModuleOptions({ imports: [] } as never)).toThrow(err('unknown option "imports"'));
   });
 
   it('headerName must be an HTTP token', () => {
@@ -123,27 +166,38 @@ describe('resolveRouteOptions', () => {
   });
 
   it('inherits the module options', () => {
-    expect(resolveRouteOptions('here', {}, base)).toEqual({ ttlMs: 1000, missingHeader: 'pass-through', identity: moduleIdentity });
+    expect(resolveRouteOptions('here', 'A.b', {}, base)).toEqual({ id: 'A.b', ttlMs: 1000, missingHeader: 'pass-through', identity: moduleIdentity });
   });
 
   it('overrides them per route; identity: undefined drops the module identity', () => {
     const route = () => 'route';
-    expect(resolveRouteOptions('here', { ttlMs: 7, missingHeader: 'reject', identity: route }, base)).toEqual({
+    expect(resolveRouteOptions('here', 'A.b', { ttlMs: 7, missingHeader: 'reject', identity: route }, base)).toEqual({
+      id: 'A.b',
       ttlMs: 7,
       missingHeader: 'reject',
       identity: route,
     });
-    expect(resolveRouteOptions('here', { identity: undefined }, base).identity).toBeUndefined();
+    expect(resolveRouteOptions('here', 'A.b', { identity: undefined }, base).identity).toBeUndefined();
   });
 
   it('names the handler in its errors', () => {
-    expect(() => resolveRouteOptions('@Idempotent() on A.b()', { ttlMs: 0 }, base)).toThrow(
-      '@Idempotent() on A.b(): ttlMs must be a positive integer, got 0',
+    expect(() => resolveRouteOptions('@Idempotent() on A.b()', 'A.b', { ttlMs: 0 }, base)).toThrow(
+      '@Idempotent() on A.b(): ttlMs must be an integer from 1 to 31536000000, got 0',
     );
-    expect(() => resolveRouteOptions('here', { missingHeader: 'no' as never }, base)).toThrow(
+    expect(() => resolveRouteOptions('here', 'A.b', { ttlMs: 31_536_000_001 }, base)).toThrow(
+      'here: ttlMs must be an integer from 1 to 31536000000, got 31536000001',
+    );
+    expect(() => resolveRouteOptions('here', 'A.b', null as never, base)).toThrow('here: options must be an object');
+    expect(() => resolveRouteOptions('here', 'A.b', { ttl: 5 } as never, base)).toThrow(
+      'here: unknown option "ttl" (did you mean ttlMs?); valid: ttlMs, identity, missingHeader',
+    );
+    expect(() => resolveRouteOptions('here', 'A.b', { leaseMs: 5 } as never, base)).toThrow(
+      'here: unknown option "leaseMs"; valid: ttlMs, identity, missingHeader',
+    );
+    expect(() => resolveRouteOptions('here', 'A.b', { missingHeader: 'no' as never }, base)).toThrow(
       "here: missingHeader must be 'reject' or 'pass-through', got no",
     );
-    expect(() => resolveRouteOptions('here', { identity: 1 as never }, base)).toThrow(
+    expect(() => resolveRouteOptions('here', 'A.b', { identity: 1 as never }, base)).toThrow(
       'here: identity must be a function (req) => string or an injectable resolver class',
     );
   });

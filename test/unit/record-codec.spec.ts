@@ -36,7 +36,35 @@ describe('record codec (the one value per key of both stores)', () => {
   it('tells a claim, a record and a foreign value apart', () => {
     expect(decodeEntry(Buffer.from(encodeClaim('o', 'fp-1')))).toEqual({ state: 'in-flight', fingerprint: 'fp-1' });
     expect(decodeEntry(encodeRecord(record))).toEqual({ state: 'completed', record });
-    expect(decodeEntry(Buffer.from('something else\nfp'))).toEqual({ state: 'in-flight', fingerprint: '' });
-    expect(decodeEntry(Buffer.from('Xfp\n200\n{}\n'))).toEqual({ state: 'in-flight', fingerprint: '' });
+    // Values this codec did not write, or damaged ones, are nothing of ours: undefined.
+    for (const foreign of [
+      'something else\nfp',
+      'Xfp\n200\n{}\n',
+      'C',
+      'Cowner-without-newline',
+      'C\nfp',
+      'R',
+      'Rfp',
+      'Rfp\n200',
+      'Rfp\n200\n{}',
+      'Rfp\nabc\n{}\nbody',
+      'Rfp\n99\n{}\nbody',
+      'Rfp\n600\n{}\nbody',
+      'Rfp\n200.5\n{}\nbody',
+      'Rfp\n200\n{not json\nbody',
+      'Rfp\n200\nnull\nbody',
+      'Rfp\n200\n[]\nbody',
+      'Rfp\n200\n"s"\nbody',
+      '',
+    ]) {
+      expect(decodeEntry(Buffer.from(foreign))).toBeUndefined();
+    }
+    expect(decodeEntry(Buffer.from('Co\n'))).toEqual({ state: 'in-flight', fingerprint: '' });
+    for (const status of [100, 599]) {
+      expect(decodeEntry(Buffer.from(`Rfp\n${status}\n{}\n`))).toEqual({
+        state: 'completed',
+        record: { fingerprint: 'fp', response: { status, headers: {}, body: Buffer.alloc(0) } },
+      });
+    }
   });
 });

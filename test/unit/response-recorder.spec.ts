@@ -3,13 +3,13 @@ import type { StoredResponse } from '../../lib/index.js';
 import { recordResponse } from '../../lib/utils/response-recorder.util.js';
 import { FakeResponse } from '../support/fake-response.js';
 
-function recorder(onEnd: (r: StoredResponse) => Promise<void> = async () => undefined) {
+function recorder(onEnd: (r: StoredResponse) => Promise<void> = async () => undefined, before: Record<string, unknown> = {}) {
   const res = new FakeResponse();
   const originals = { writeHead: res.writeHead, write: res.write, end: res.end };
   const stored: StoredResponse[] = [];
   const onStream = jest.fn();
-  const recording = recordResponse(res.raw, {
-    onEnd: (r) => {
+  const recording = recordResponse(res.raw, before, {
+    onEnd: (r: StoredResponse) => {
       stored.push(r);
       return onEnd(r);
     },
@@ -21,6 +21,18 @@ function recorder(onEnd: (r: StoredResponse) => Promise<void> = async () => unde
 const tick = () => new Promise((r) => setImmediate(r));
 
 describe('recordResponse', () => {
+  it('leaves out headers the response held before the handler ran, unless their value changed', async () => {
+    const before = { 'access-control-allow-origin': 'https://a.example', 'x-request-id': 'r-1', 'x-tags': ['a', 'b'], vary: 'Origin' };
+    const { res, stored } = recorder(undefined, before);
+    for (const [name, value] of Object.entries(before)) res.setHeader(name, value);
+    res.setHeader('vary', 'Origin, Accept');
+    res.setHeader('x-new', '1');
+    res.raw.writeHead(200, ['x-request-id', 'r-1', 'x-head', '2']);
+    res.raw.end();
+    await tick();
+    expect(stored[0].headers).toEqual({ vary: 'Origin, Accept', 'x-new': '1', 'x-head': '2' });
+  });
+
   it('stores status, set headers (lower case) and the body given to end()', async () => {
     const { res, stored } = recorder();
     res.statusCode = 201;
