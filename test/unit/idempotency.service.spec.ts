@@ -269,6 +269,34 @@ describe('IdempotencyService.begin: the body and the store', () => {
     expect(errors).toHaveBeenCalledWith('Pay.create: claim failed, answering 503: ECONNREFUSED');
   });
 
+  it('releases a claim whose outcome is unknown as soon as the store answers, retrying until the lease would be over', async () => {
+    jest.useFakeTimers({ now: 0 });
+    const { store, service } = setup({ leaseMs: 1000 });
+    store.claimAnswer = () => Promise.reject(new Error('timed out'));
+    let failures = 2;
+    store.releaseAnswer = () => (failures-- > 0 ? Promise.reject(new Error('down')) : Promise.resolve(false));
+    expect((await httpError(service.begin(request('k'), context, route()))).status).toBe(503);
+    const releases = () => store.calls.filter((c) => c[0] === 'release');
+    const owner = (store.calls[0][2] as { owner: string }).owner;
+    expect(releases()).toEqual([['release', 'idem:%:k', owner]]);
+    await jest.advanceTimersByTimeAsync(99);
+    expect(releases()).toHaveLength(1);
+    await jest.advanceTimersByTimeAsync(1);
+    expect(releases()).toHaveLength(2);
+    await jest.advanceTimersByTimeAsync(200);
+    expect(releases()).toHaveLength(3); // answered (false: the claim never landed): done
+    await jest.advanceTimersByTimeAsync(10_000);
+    expect(releases()).toHaveLength(3);
+    expect(jest.getTimerCount()).toBe(0);
+
+    store.calls.length = 0;
+    store.releaseAnswer = () => Promise.reject(new Error('down'));
+    await rejection(service.begin(request('k2'), context, route()));
+    await jest.advanceTimersByTimeAsync(10_000);
+    // At 0, 100, 300 and 700 ms; the next pause would end past the lease.
+    expect(releases()).toHaveLength(4);
+  });
+
   it('answers a key in flight with 409 for the same request and 422 for another', async () => {
     const { store, service } = setup();
     const fingerprint = requestFingerprint('POST', '/pay?b=2&a=1', { amount: 1 }, 'Pay.create');
@@ -355,6 +383,25 @@ describe('IdempotencyService: commit, release, leases', () => {
     expect(jest.getTimerCount()).toBe(1);
     service.onModuleDestroy();
     expect(jest.getTimerCount()).toBe(0);
+  });
+
+  it('stops renewing a claim held for maxHoldMs, with a warning naming the route', async () => {
+    jest.useFakeTimers({ now: 1_000 });
+    const { store, service } = setup({ leaseMs: 30, maxHoldMs: 60 });
+    const held = { ...claim, claimedAt: 1_000 };
+    service.hold(held);
+    jest.advanceTimersByTime(50);
+    expect(store.calls).toHaveLength(5);
+    expect(warnings).not.toHaveBeenCalled();
+    jest.advanceTimersByTime(10);
+    expect(store.calls).toHaveLength(5);
+    expect(warnings).toHaveBeenCalledWith(
+      'Pay.create: the handler has held its key for 60 ms (maxHoldMs) without finishing; the lease is no longer renewed and lapses, after which a retry runs the handler again',
+    );
+    jest.advanceTimersByTime(100);
+    expect(store.calls).toHaveLength(5);
+    expect(warnings).toHaveBeenCalledTimes(1);
+    service.onModuleDestroy();
   });
 
   it('logs a lost lease and a failed renewal', async () => {
