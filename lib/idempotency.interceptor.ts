@@ -127,7 +127,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
       next.handle().subscribe({
         next: (value) => {
-          if (!settled && !detached && isStream(value)) {
+          if (isStream(value)) {
             recording.abandon();
             giveUp('returned a stream');
           }

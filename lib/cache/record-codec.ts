@@ -40,11 +40,11 @@ export function decodeRecord(value: Buffer): IdempotencyRecord {
   return { fingerprint: value.toString('latin1', 1, a), response };
 }
 
-/** A record value read back, or `undefined` when its framing is not one {@link encodeRecord} writes. */
+/**
+ * A record value read back, or `undefined` when it is not one {@link encodeRecord} writes. A missing
+ * newline needs no check of its own: it leaves an empty status or header field, which fails below.
+ */
 function checkedRecord(value: Buffer): IdempotencyRecord | undefined {
-  const a = value.indexOf(NL);
-  const b = a < 0 ? -1 : value.indexOf(NL, a + 1);
-  if (b < 0 || value.indexOf(NL, b + 1) < 0) return undefined;
   let record: IdempotencyRecord;
   try {
     record = decodeRecord(value);

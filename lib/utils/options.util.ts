@@ -49,7 +49,7 @@ const ROUTE_KEYS = ['ttlMs', 'identity', 'missingHeader'] as const;
 /** Keys of forRoot()/forRootAsync() themselves: they decide how the module is registered. */
 const REGISTRATION_KEYS = new Set(['isGlobal', 'imports', 'inject', 'useFactory', 'useClass', 'useExisting', 'extraProviders']);
 /** Slips too far from the right name for an edit distance to find it. */
-const SLIPS: Readonly<Record<string, string>> = { store: 'cache', ttl: 'ttlMs', lease: 'leaseMs', header: 'headerName', prefix: 'keyPrefix' };
+const SLIPS: Readonly<Record<string, string>> = { store: 'cache', header: 'headerName', prefix: 'keyPrefix' };
 
 function fail(where: string, message: string): never {
   throw new Error(`${where}: ${message}`);
@@ -102,10 +102,10 @@ function refuseUnknownKeys(where: string, options: object, valid: readonly strin
 
 function integerIn(where: string, name: string, value: unknown, fallback: number, min: number, max: number): number {
   if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
-    fail(where, `${name} must be an integer from ${min} to ${max}, got ${String(value)}`);
-  }
-  return value;
+  // Number.isSafeInteger is false for anything but a number.
+  const n = value as number;
+  if (!Number.isSafeInteger(n) || n < min || n > max) fail(where, `${name} must be an integer from ${min} to ${max}, got ${String(value)}`);
+  return n;
 }
 
 function positiveInteger(where: string, name: string, value: unknown, fallback: number): number {

@@ -228,6 +228,63 @@ describeRedis('RedisCache with an existing client', () => {
     client = new Redis(server.url);
     return new RedisCache(RedisCacheOptions.create().withClient(client));
   });
+
+  const claim = (owner: string, fingerprint = 'f') => ({ owner, fingerprint, leaseMs: 5000 });
+  const FOREIGN = 'a value the idempotency layer did not write was under an idempotency key; it is replaced by a claim';
+
+  it('takes over a key of another type, a foreign string and a damaged value, each with one warning', async () => {
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    const cache = new RedisCache(RedisCacheOptions.create().withClient(client));
+    server.cli('HSET', 'idem:foreign-hash', 'a', '1');
+    expect(await cache.claim('idem:foreign-hash', claim('o'))).toEqual({ state: 'claimed' });
+    expect(server.cli('TYPE', 'idem:foreign-hash').trim()).toBe('string');
+    expect(Number(server.cli('PTTL', 'idem:foreign-hash'))).toBeGreaterThan(4000);
+    expect(await cache.commit('idem:foreign-hash', 'o', sampleRecord('f'), 1000)).toBe(true);
+    for (const value of ['hello', 'Rbroken\n', 'C']) {
+      server.cli('SET', 'idem:foreign-string', value);
+      expect(await cache.claim('idem:foreign-string', claim('o'))).toEqual({ state: 'claimed' });
+      expect(Number(server.cli('PTTL', 'idem:foreign-string'))).toBeGreaterThan(4000);
+      expect(await cache.claim('idem:foreign-string', claim('x', 'g'))).toEqual({ state: 'in-flight', fingerprint: 'f' });
+      server.cli('DEL', 'idem:foreign-string');
+    }
+    expect(warn.mock.calls).toEqual([[FOREIGN], [FOREIGN], [FOREIGN], [FOREIGN]]);
+    expect((warn.mock.contexts[0] as { context?: string }).context).toBe('RedisCache');
+    warn.mockRestore();
+  });
+
+  it('replaces a damaged value only if it is unchanged since it was read', async () => {
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    const racing = new Redis(server.url);
+    const cache = new RedisCache(RedisCacheOptions.create().withClient(racing));
+    const scripted = racing as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
+    const takeOver = scripted.nestjsIdempotencyTakeOverBuffer.bind(racing);
+    let meanwhile: string[] = [];
+    scripted.nestjsIdempotencyTakeOverBuffer = (...args: unknown[]) => {
+      server.cli(...meanwhile);
+      return takeOver(...args);
+    };
+    try {
+      // Another pod claimed it in between: its claim is what the caller sees.
+      server.cli('SET', 'idem:race', 'junk');
+      meanwhile = ['SET', 'idem:race', 'Cother\ng'];
+      expect(await cache.claim('idem:race', claim('o'))).toEqual({ state: 'in-flight', fingerprint: 'g' });
+      // Gone in between: free, so claimed.
+      server.cli('SET', 'idem:race', 'junk');
+      meanwhile = ['DEL', 'idem:race'];
+      expect(await cache.claim('idem:race', claim('o'))).toEqual({ state: 'claimed' });
+      expect(await cache.claim('idem:race', claim('x', 'g'))).toEqual({ state: 'in-flight', fingerprint: 'f' });
+      // Replaced by other junk in between: not taken, the request fails (503 upstream) rather than loop.
+      server.cli('SET', 'idem:race', 'junk');
+      meanwhile = ['SET', 'idem:race', 'other junk'];
+      await expect(cache.claim('idem:race', claim('o'))).rejects.toThrow(
+        'RedisCache: the key holds a value that is not an idempotency record',
+      );
+      expect(server.cli('GET', 'idem:race').trim()).toBe('other junk');
+    } finally {
+      racing.disconnect();
+      warn.mockRestore();
+    }
+  });
 });
 
 describeCluster('RedisCache on a 3-master Redis Cluster', () => {

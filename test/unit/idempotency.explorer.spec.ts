@@ -1,5 +1,5 @@
 import { describe, expect, it, jest } from '@jest/globals';
-import { Body, Controller, HostParam, Ip, Next, Post, Res, Sse } from '@nestjs/common';
+import { All, Body, Controller, Delete, Get, Head, HostParam, Ip, Next, Options, Patch, Post, Put, Res, Search, Sse } from '@nestjs/common';
 import { type DiscoveryService, MetadataScanner, type ModuleRef } from '@nestjs/core';
 import { Idempotent } from '../../lib/index.js';
 import { IdempotencyExplorer } from '../../lib/idempotency.explorer.js';
@@ -91,6 +91,36 @@ describe('IdempotencyExplorer', () => {
       }
     }
     await expect(explore([Events])).rejects.toThrow('@Idempotent() on Events.stream(): an @Sse() stream cannot be stored and replayed');
+  });
+
+  it('refuses safe methods (GET, HEAD, OPTIONS, SEARCH), accepts unsafe ones and @All()', async () => {
+    for (const [, method] of [
+      ['GET', Get],
+      ['HEAD', Head],
+      ['OPTIONS', Options],
+      ['SEARCH', Search],
+    ] as const) {
+      @Controller()
+      class Safe {
+        @method('x')
+        @Idempotent()
+        read() {
+          return 1;
+        }
+      }
+      await expect(explore([Safe])).rejects.toThrow(
+        '@Idempotent() on Safe.read(): GET, HEAD, OPTIONS and other safe methods change nothing and need no idempotency key; use it on POST, PUT, PATCH or DELETE',
+      );
+    }
+    @Controller()
+    class Unsafe {
+      @Post('a') @Idempotent() a() {}
+      @Put('b') @Idempotent() b() {}
+      @Patch('c') @Idempotent() c() {}
+      @Delete('d') @Idempotent() d() {}
+      @All('e') @Idempotent() e() {}
+    }
+    await expect(explore([Unsafe])).resolves.toBeUndefined();
   });
 
   it('validates route options with the handler named', async () => {

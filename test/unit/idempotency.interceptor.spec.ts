@@ -143,6 +143,8 @@ describe('IdempotencyInterceptor', () => {
     expect(callsAtError).toEqual(['claim', 'release']);
     expect(res.end).toBe(end);
     expect(held()).toBe(0);
+    // The teardown that follows an error is no abandoned request.
+    expect(warnings).not.toHaveBeenCalled();
   });
 
   it.each([
@@ -249,6 +251,12 @@ describe('IdempotencyInterceptor: a chain torn down or answered before the handl
         h.next({ pipe: () => undefined });
         h.complete();
       },
+      (h: Subject<unknown>) => {
+        h.next(new StreamableFile(Buffer.from('x')));
+        h.next({ not: 'a stream' }); // the last value decides
+        h.next({ pipe: () => undefined });
+        h.complete();
+      },
     ]) {
       const { interceptor, context, ops, held } = setup();
       const handler = new Subject<unknown>();
@@ -293,6 +301,51 @@ describe('IdempotencyInterceptor: a chain torn down or answered before the handl
       headers: { 'content-type': 'application/json; charset=utf-8' },
       body: Buffer.from('{"id":7}'),
     });
+  });
+
+  it('stores what left the server when an outer layer changed the status to another success', async () => {
+    const { interceptor, context, res, committed } = setup();
+    await lastValueFrom(await interceptor.intercept(context(), next(of({ id: 7 }))));
+    res.statusCode = 200;
+    res.raw.end('{"data":{"id":7}}');
+    await tick();
+    expect(committed()!.response).toMatchObject({ status: 200, body: Buffer.from('{"data":{"id":7}}') });
+  });
+
+  it('takes an outer 400 after a success for a failure too', async () => {
+    const { interceptor, context, res, committed } = setup();
+    await lastValueFrom(await interceptor.intercept(context(), next(of({ id: 7 }))));
+    res.statusCode = 400;
+    res.raw.end('{"statusCode":400}');
+    await tick();
+    expect(committed()!.response).toMatchObject({ status: 201, body: Buffer.from('{"id":7}') });
+  });
+
+  it('renders a string as Fastify would, for a Fastify reply', async () => {
+    const { interceptor, context, res, committed } = setup();
+    const reply = { raw: res.raw, code: () => reply, getHeaders: () => res.getHeaders() };
+    const handler = new Subject<unknown>();
+    (await interceptor.intercept(context('http', reply), next(handler))).subscribe().unsubscribe();
+    handler.next('done');
+    handler.complete();
+    await tick();
+    expect(committed()!.response).toEqual({ status: 201, headers: { 'content-type': 'text/plain; charset=utf-8' }, body: Buffer.from('done') });
+  });
+
+  it('gives a key up once, and warns of an abandoned request once', async () => {
+    const { interceptor, context, res, ops } = setup();
+    const handler = new Subject<unknown>();
+    const subscription = (await interceptor.intercept(context(), next(handler))).subscribe();
+    res.raw.end('outer answer'); // sent from outside first
+    subscription.unsubscribe(); // then torn down
+    handler.next({ pipe: () => undefined });
+    handler.complete();
+    await tick();
+    expect(ops()).toEqual(['claim', 'release']);
+    expect(warnings.mock.calls.map((c: unknown[]) => c[0])).toEqual([
+      'Pay.create: a response was sent before the handler finished; it runs to completion and its own result is stored',
+      'Pay.create: response not stored: the handler returned a stream; the key is released',
+    ]);
   });
 
   it('stores an error status the handler chose itself', async () => {

@@ -65,6 +65,16 @@ describe('IdempotencyModule', () => {
     );
   });
 
+  it('names the registration call when an option belongs to it', async () => {
+    await expect(Test.createTestingModule({ imports: [IdempotencyModule.forRoot({ imports: [] } as never)] }).compile()).rejects.toThrow(
+      'IdempotencyModule: imports is an option of forRootAsync(), not of forRoot()',
+    );
+    const factory = IdempotencyModule.forRootAsync({ useFactory: () => ({ isGlobal: true }) as never });
+    await expect(Test.createTestingModule({ imports: [factory] }).compile()).rejects.toThrow(
+      'IdempotencyModule: isGlobal is an option of forRootAsync() itself; the options its factory returns cannot change how the module is registered',
+    );
+  });
+
   it('forRootAsync({ useFactory, inject, imports }) builds options from injected providers', async () => {
     const dynamic = IdempotencyModule.forRootAsync({
       imports: [ConfigModule],

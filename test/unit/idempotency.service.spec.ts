@@ -295,6 +295,46 @@ describe('IdempotencyService.begin: the body and the store', () => {
     await jest.advanceTimersByTimeAsync(10_000);
     // At 0, 100, 300 and 700 ms; the next pause would end past the lease.
     expect(releases()).toHaveLength(4);
+
+    // A last attempt that ends exactly with the lease is still made.
+    const edge = setup({ leaseMs: 700 });
+    edge.store.claimAnswer = () => Promise.reject(new Error('timed out'));
+    edge.store.releaseAnswer = () => Promise.reject(new Error('down'));
+    await rejection(edge.service.begin(request('k3'), context, route()));
+    await jest.advanceTimersByTimeAsync(10_000);
+    expect(edge.store.calls.filter((c) => c[0] === 'release')).toHaveLength(4);
+  });
+
+  it('answers 415 for a body that nothing read, on either adapter; a read or empty body is fine', async () => {
+    const { store, service } = setup();
+    const unread = [
+      { headers: { 'content-length': '5' }, readableEnded: false },
+      { headers: { 'transfer-encoding': 'chunked' }, readableEnded: false },
+      { headers: { 'content-length': '5' }, raw: { readableEnded: false } },
+    ];
+    for (const over of unread) {
+      const req = request('k', over);
+      req.headers = { ...req.headers, 'idempotency-key': 'k' };
+      expect(await httpError(service.begin(req, context, route()))).toEqual({
+        status: 415,
+        reason: "request body is read by no body parser, so it cannot be checked against the key; register a parser for its media type (e.g. app.useBodyParser('text'))",
+        headers: {},
+      });
+    }
+    expect(store.calls).toEqual([]);
+    const fine = [
+      { headers: { 'content-length': '5' }, readableEnded: true },
+      { headers: { 'content-length': '5' }, raw: { readableEnded: true }, readableEnded: false },
+      { headers: { 'content-length': '0' }, readableEnded: false },
+      { headers: {}, readableEnded: false },
+      { headers: { 'content-length': '5' } },
+    ];
+    for (const over of fine) {
+      const req = request('k', over);
+      req.headers = { ...req.headers, 'idempotency-key': 'k' };
+      await service.begin(req, context, route());
+    }
+    expect(store.calls).toHaveLength(fine.length);
   });
 
   it('answers a key in flight with 409 for the same request and 422 for another', async () => {

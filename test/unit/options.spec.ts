@@ -107,6 +107,10 @@ describe('resolveModuleOptions', () => {
     expect(() => resolveModuleOptions({ headername: 1 } as never)).toThrow('(did you mean headerName?)');
     expect(() => resolveModuleOptions({ maxKeyLengt: 1 } as never)).toThrow('(did you mean maxKeyLength?)');
     expect(() => resolveModuleOptions({ zzzzzzzz: 1 } as never)).toThrow(err(`unknown option "zzzzzzzz"; ${valid}`));
+    // Three edits away is too far to guess; the whole name counts, its last letter too.
+    expect(() => resolveModuleOptions({ zzzMs: 1 } as never)).toThrow(err(`unknown option "zzzMs"; ${valid}`));
+    expect(() => resolveModuleOptions({ ttlMsXYZ: 1 } as never)).toThrow(err(`unknown option "ttlMsXYZ"; ${valid}`));
+    expect(() => resolveModuleOptions({ ttlMsXY: 1 } as never)).toThrow('(did you mean ttlMs?)');
   });
 
   it('says which options belong to forRoot()/forRootAsync() themselves', () => {
@@ -188,6 +192,11 @@ describe('resolveRouteOptions', () => {
       'here: ttlMs must be an integer from 1 to 31536000000, got 31536000001',
     );
     expect(() => resolveRouteOptions('here', 'A.b', null as never, base)).toThrow('here: options must be an object');
+    expect(() => resolveRouteOptions('here', 'A.b', 'x' as never, base)).toThrow('here: options must be an object');
+    // A slip is only suggested when the suggestion is an option of this place.
+    expect(() => resolveRouteOptions('here', 'A.b', { store: 1 } as never, base)).toThrow(
+      'here: unknown option "store"; valid: ttlMs, identity, missingHeader',
+    );
     expect(() => resolveRouteOptions('here', 'A.b', { ttl: 5 } as never, base)).toThrow(
       'here: unknown option "ttl" (did you mean ttlMs?); valid: ttlMs, identity, missingHeader',
     );
