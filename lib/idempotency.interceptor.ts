@@ -95,12 +95,10 @@ export class IdempotencyInterceptor implements NestInterceptor {
         this.logger.warn(`${claim.route}: response not stored: the handler ${why}; the key is released`);
         void settle(this.service.release(claim));
       };
-      // The handler's own result, as its adapter would have sent it.
+      // The handler's own result, as its adapter would have sent it. A stream has been given up
+      // on already, as it was emitted.
       const storeResult = (): Promise<void> => {
-        if (isStream(last)) {
-          giveUp('returned a stream');
-          return Promise.resolve();
-        }
+        if (settled) return Promise.resolve();
         return settle(this.service.commit(claim, renderValue(last, status, headers, before, adapter)));
       };
       const detach = (why: string): void => {

@@ -76,9 +76,9 @@ describeRedis('RedisCache on a standalone redis-server', () => {
         `RedisCache: the command timeout must be an integer from 1 to 2147483647 (ms), got ${bad}`,
       );
     }
-    expect(() => new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(2 ** 31 - 1))).not.toThrow();
+    const longest = new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(2 ** 31 - 1));
     const accepted = new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(1));
-    return accepted.close();
+    return Promise.all([longest.close(), accepted.close()]);
   });
 
   it('bounds every command by the command timeout', async () => {
