@@ -10,7 +10,10 @@ export const IDEMPOTENT_ROUTE_METADATA = 'nestjs-idempotency:route';
  */
 export const IDEMPOTENCY_KEY_PROPERTY = Symbol('nestjs-idempotency:key');
 
-/** Methods an `@All()` route passes through untouched: safe ones (RFC 9110 §9.2.1) change nothing. */
+/**
+ * Safe methods (RFC 9110 §9.2.1) change nothing, so there is nothing to deduplicate: `@Idempotent()`
+ * on a route of one is refused at bootstrap, and an `@All()` route passes them through untouched.
+ */
 export const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'SEARCH', 'PROPFIND', 'QUERY']);
 
 /** Header added to every replayed response (the Stripe convention). */
@@ -39,10 +42,5 @@ export const NEST_RESPONSE_PASSTHROUGH_METADATA = '__responsePassthrough__';
 export const NEST_SSE_METADATA = '__sse__';
 /** `METHOD_METADATA`: the route's `RequestMethod`. */
 export const NEST_METHOD_METADATA = 'method';
-/**
- * `RequestMethod` values of safe methods (GET, OPTIONS, HEAD, SEARCH, PROPFIND, QUERY): nothing to
- * deduplicate, so `@Idempotent()` on such a route is refused at bootstrap.
- */
-export const NEST_SAFE_REQUEST_METHODS: readonly number[] = [0, 6, 7, 8, 9, 16];
 /** `RouteParamtypes.RESPONSE` and `RouteParamtypes.NEXT`. */
 export const NEST_RESPONSE_PARAM_TYPES: readonly number[] = [1, 2];

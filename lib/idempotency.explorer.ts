@@ -1,4 +1,4 @@
-import { Injectable, type OnModuleInit } from '@nestjs/common';
+import { Injectable, type OnModuleInit, RequestMethod } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import {
   IDEMPOTENT_ROUTE_METADATA,
@@ -6,8 +6,8 @@ import {
   NEST_RESPONSE_PARAM_TYPES,
   NEST_RESPONSE_PASSTHROUGH_METADATA,
   NEST_ROUTE_ARGS_METADATA,
-  NEST_SAFE_REQUEST_METHODS,
   NEST_SSE_METADATA,
+  SAFE_METHODS,
 } from './idempotency.constants.js';
 import { IdempotencyService } from './idempotency.service.js';
 
@@ -44,7 +44,7 @@ export class IdempotencyExplorer implements OnModuleInit {
     if (Reflect.getMetadata(NEST_SSE_METADATA, handler)) {
       throw new Error(`${where}: an @Sse() stream cannot be stored and replayed`);
     }
-    if (NEST_SAFE_REQUEST_METHODS.includes(Reflect.getMetadata(NEST_METHOD_METADATA, handler))) {
+    if (SAFE_METHODS.has(RequestMethod[Reflect.getMetadata(NEST_METHOD_METADATA, handler) as RequestMethod])) {
       throw new Error(
         `${where}: GET, HEAD, OPTIONS and other safe methods change nothing and need no idempotency key; use it on POST, PUT, PATCH or DELETE`,
       );

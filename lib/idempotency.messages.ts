@@ -14,3 +14,6 @@ export const MESSAGES = {
   unavailable: 'idempotency store unavailable; retry shortly',
   noScope: 'the caller scope of this request could not be resolved',
 } as const;
+
+/** Logged by every store that finds a value under an idempotency key it did not write. */
+export const FOREIGN_VALUE = 'a value the idempotency layer did not write was under an idempotency key; it is replaced by a claim';

@@ -1,4 +1,5 @@
 import { Logger } from '@nestjs/common';
+import { FOREIGN_VALUE } from '../idempotency.messages.js';
 import type {
   ClaimOutcome,
   IdempotencyClaim,
@@ -203,7 +204,7 @@ export class InMemoryCache implements IdempotencyStore {
     }
     if (e) {
       // Not written by the idempotency layer: no claim or record of ours, so the key is free.
-      logger.warn('a value the idempotency layer did not write was under an idempotency key; it is replaced by a claim');
+      logger.warn(FOREIGN_VALUE);
       this.drop(e);
     }
     const value = new Claim(claim.owner, claim.fingerprint);

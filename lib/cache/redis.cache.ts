@@ -1,4 +1,5 @@
 import { Logger } from '@nestjs/common';
+import { FOREIGN_VALUE } from '../idempotency.messages.js';
 import { createHash } from 'node:crypto';
 import type { ClaimOutcome, IdempotencyClaim, IdempotencyRecord, IdempotencyStore } from './idempotency-store.interface.js';
 import { MAX_TIMER_MS } from '../idempotency.constants.js';
@@ -113,7 +114,7 @@ export class RedisCache implements IdempotencyStore {
   }
 
   private foreign(): void {
-    this.logger.warn('a value the idempotency layer did not write was under an idempotency key; it is replaced by a claim');
+    this.logger.warn(FOREIGN_VALUE);
   }
 
   /** Closes the client only when this store created it. */
