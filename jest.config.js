@@ -8,7 +8,6 @@ export default {
   transform: {
     '^.+\\.ts$': ['ts-jest', { useESM: true, tsconfig: 'tsconfig.json' }],
   },
-  globalSetup: '<rootDir>/test/global-setup.js',
   setupFilesAfterEnv: ['<rootDir>/test/support/after-env.ts'],
   testTimeout: 30000,
 };

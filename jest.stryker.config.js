@@ -9,7 +9,6 @@ import base from './jest.config.js';
 export default {
   ...base,
   testMatch: ['<rootDir>/test/mutation/suite.mutation.ts'],
-  globalSetup: undefined,
   // An absolute path: Stryker require()s the environment itself, without expanding <rootDir>.
   testEnvironment: fileURLToPath(new URL('./test/support/bail.environment.cjs', import.meta.url)),
 };

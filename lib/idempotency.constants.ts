@@ -19,6 +19,9 @@ export const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTION
 /** Header added to every replayed response (the Stripe convention). */
 export const REPLAYED_HEADER = 'idempotent-replayed';
 
+/** Sent with 409 and 503: both clear up by themselves, so the client should retry after a pause. */
+export const RETRY_AFTER: Readonly<Record<string, string>> = { 'retry-after': '1' };
+
 export const DEFAULT_TTL_MS = 86_400_000;
 export const DEFAULT_LEASE_MS = 60_000;
 /** How long a claim is renewed for a handler that has not finished (10 min, or `leaseMs` when longer). */

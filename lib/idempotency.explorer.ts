@@ -1,7 +1,6 @@
 import { Injectable, type OnModuleInit, RequestMethod } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import {
-  IDEMPOTENT_ROUTE_METADATA,
   NEST_METHOD_METADATA,
   NEST_RESPONSE_PARAM_TYPES,
   NEST_RESPONSE_PASSTHROUGH_METADATA,
@@ -9,7 +8,9 @@ import {
   NEST_SSE_METADATA,
   SAFE_METHODS,
 } from './idempotency.constants.js';
-import { IdempotencyService } from './idempotency.service.js';
+import { CONFIG_ERRORS } from './idempotency.messages.js';
+import { IdentityResolverLoader } from './identity-resolver.loader.js';
+import { RouteOptionsAccessor } from './route-options.accessor.js';
 
 /**
  * Checks every `@Idempotent()` handler at bootstrap: its options, its identity resolver, and that
@@ -21,7 +22,8 @@ export class IdempotencyExplorer implements OnModuleInit {
   constructor(
     private readonly discovery: DiscoveryService,
     private readonly scanner: MetadataScanner,
-    private readonly service: IdempotencyService,
+    private readonly routes: RouteOptionsAccessor,
+    private readonly identities: IdentityResolverLoader,
   ) {}
 
   async onModuleInit(): Promise<void> {
@@ -31,30 +33,26 @@ export class IdempotencyExplorer implements OnModuleInit {
       const prototype = type.prototype as Record<string, unknown>;
       for (const name of this.scanner.getAllMethodNames(prototype)) {
         const handler = prototype[name];
-        if (typeof handler !== 'function' || !Reflect.hasMetadata(IDEMPOTENT_ROUTE_METADATA, handler)) continue;
+        if (typeof handler !== 'function' || !this.routes.isIdempotent(handler)) continue;
         const where = `@Idempotent() on ${type.name}.${name}()`;
         this.refuseUnreplayable(where, type, name, handler);
-        const route = this.service.routeOptions(type, handler, where);
-        await this.service.prepareIdentity(route.identity);
+        const route = this.routes.get(type, handler, where);
+        await this.identities.prepare(route.identity);
       }
     }
   }
 
   private refuseUnreplayable(where: string, type: object, name: string, handler: object): void {
     if (Reflect.getMetadata(NEST_SSE_METADATA, handler)) {
-      throw new Error(`${where}: an @Sse() stream cannot be stored and replayed`);
+      throw new Error(`${where}: ${CONFIG_ERRORS.sse}`);
     }
     if (SAFE_METHODS.has(RequestMethod[Reflect.getMetadata(NEST_METHOD_METADATA, handler) as RequestMethod])) {
-      throw new Error(
-        `${where}: GET, HEAD, OPTIONS and other safe methods change nothing and need no idempotency key; use it on POST, PUT, PATCH or DELETE`,
-      );
+      throw new Error(`${where}: ${CONFIG_ERRORS.safeMethod}`);
     }
     const args = (Reflect.getMetadata(NEST_ROUTE_ARGS_METADATA, type, name) ?? {}) as Record<string, unknown>;
     const takesResponse = Object.keys(args).some((k) => NEST_RESPONSE_PARAM_TYPES.includes(Number(k.split(':')[0])));
     if (takesResponse && !Reflect.getMetadata(NEST_RESPONSE_PASSTHROUGH_METADATA, type, name)) {
-      throw new Error(
-        `${where}: @Res()/@Next() without { passthrough: true } leaves the response to the handler; use passthrough or return the body`,
-      );
+      throw new Error(`${where}: ${CONFIG_ERRORS.ownResponse}`);
     }
   }
 }

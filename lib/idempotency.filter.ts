@@ -1,6 +1,6 @@
 import { Catch, type ExceptionFilter } from '@nestjs/common';
-import { IdempotencyException } from './idempotency.exception.js';
-import { IdempotentReplay } from './idempotent-replay.exception.js';
+import { IdempotencyException } from './exceptions/idempotency.exception.js';
+import { IdempotentReplay } from './exceptions/idempotent-replay.exception.js';
 
 /**
  * Applied with `@Idempotent()`. The interceptor has already sent the answer (a replay, or the

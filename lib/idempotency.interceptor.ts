@@ -7,14 +7,20 @@ import {
   StreamableFile,
 } from '@nestjs/common';
 import { Observable } from 'rxjs';
-import type { StoredResponse } from './cache/idempotency-store.interface.js';
+import { IdempotencyException } from './exceptions/idempotency.exception.js';
+import { IdempotentReplay } from './exceptions/idempotent-replay.exception.js';
+import { recordResponse } from './http/response.recorder.js';
+import { currentHeaders, isFastifyReply, rawResponse } from './http/response.adapter.js';
+import { sendFinal } from './http/response.writer.js';
+import type { HeaderSnapshot } from './http/stored-headers.js';
+import { renderValue } from './http/value.renderer.js';
 import { IDEMPOTENCY_KEY_PROPERTY, REPLAYED_HEADER, SAFE_METHODS } from './idempotency.constants.js';
-import { IdempotencyException } from './idempotency.exception.js';
-import { type ActiveClaim, IdempotencyService } from './idempotency.service.js';
-import { IdempotentReplay } from './idempotent-replay.exception.js';
-import { type HeaderSnapshot, recordResponse } from './utils/response-recorder.util.js';
-import { currentHeaders, isFastifyReply, rawResponse, sendFinal } from './utils/response-writer.util.js';
-import { renderValue } from './utils/value-renderer.util.js';
+import { LOGS } from './idempotency.messages.js';
+import { IdempotencyService } from './idempotency.service.js';
+import type { ActiveClaim } from './interfaces/active-claim.interface.js';
+import type { StoredResponse } from './interfaces/stored-response.interface.js';
+import { LeaseRenewer } from './lease.renewer.js';
+import { RouteOptionsAccessor } from './route-options.accessor.js';
 
 function isStream(value: unknown): boolean {
   return (
@@ -48,7 +54,11 @@ function answer(response: object, err: unknown): void {
 export class IdempotencyInterceptor implements NestInterceptor {
   private readonly logger = new Logger('Idempotency');
 
-  constructor(private readonly service: IdempotencyService) {}
+  constructor(
+    private readonly service: IdempotencyService,
+    private readonly routes: RouteOptionsAccessor,
+    private readonly leases: LeaseRenewer,
+  ) {}
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
     if (context.getType() !== 'http') return next.handle();
@@ -57,7 +67,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     // An @All() route also serves safe methods, which have nothing to deduplicate.
     if (SAFE_METHODS.has(request.method)) return next.handle();
     const response = http.getResponse<object>();
-    const route = this.service.routeOptions(context.getClass(), context.getHandler());
+    const route = this.routes.get(context.getClass(), context.getHandler());
     let claim: ActiveClaim | undefined;
     try {
       claim = await this.service.begin(request, context, route);
@@ -75,7 +85,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const adapter = isFastifyReply(response) ? 'fastify' : 'express';
     const before: HeaderSnapshot = currentHeaders(response);
     const statusBefore = raw.statusCode;
-    this.service.hold(claim);
+    this.leases.hold(claim);
 
     // One subscriber rather than a chain of operators: this runs on every decorated request.
     return new Observable<unknown>((subscriber) => {
@@ -88,11 +98,11 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
       const settle = (work: Promise<void>): Promise<void> => {
         settled = true;
-        return work.finally(() => this.service.unhold(claim));
+        return work.finally(() => this.leases.unhold(claim));
       };
       const giveUp = (why: string): void => {
         if (settled) return;
-        this.logger.warn(`${claim.route}: response not stored: the handler ${why}; the key is released`);
+        this.logger.warn(LOGS.givenUp(claim.route, why));
         void settle(this.service.release(claim));
       };
       // The handler's own result, as its adapter would have sent it. A stream has been given up
@@ -105,14 +115,14 @@ export class IdempotencyInterceptor implements NestInterceptor {
         if (detached) return;
         detached = true;
         recording.abandon();
-        this.logger.warn(`${claim.route}: ${why} before the handler finished; it runs to completion and its own result is stored`);
+        this.logger.warn(LOGS.detached(claim.route, why));
       };
 
       const recording = recordResponse(raw, before, {
         onEnd: (stored: StoredResponse) => {
           if (!finished) {
             // An answer from outside the handler (a timeout middleware, Fastify's handlerTimeout).
-            detach('a response was sent');
+            detach(LOGS.answeredOutside);
             return Promise.resolve();
           }
           // An outer layer failed after the handler succeeded: what goes out is its error, which is
@@ -120,14 +130,14 @@ export class IdempotencyInterceptor implements NestInterceptor {
           if (stored.status >= 400 && stored.status !== status) return storeResult();
           return settle(this.service.commit(claim, stored));
         },
-        onStream: () => giveUp('was streamed'),
+        onStream: () => giveUp(LOGS.streamed),
       });
 
       next.handle().subscribe({
         next: (value) => {
           if (isStream(value)) {
             recording.abandon();
-            giveUp('returned a stream');
+            giveUp(LOGS.returnedStream);
           }
           last = value;
           subscriber.next(value);
@@ -152,7 +162,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
         // Torn down first: Nest drops an Observable handler's chain when the client goes away, and
         // an outer timeout unsubscribes. The handler's side effects may have happened already, so
         // it is not cancelled: it finishes, and its result is what a retry gets.
-        detach('the request was abandoned (client gone, or an outer timeout or error)');
+        detach(LOGS.abandoned);
       };
     });
   }

@@ -1,6 +1,9 @@
+// Every sentence this package shows anyone, in one place, so wording stays consistent and a
+// reviewer can check at a glance that none of them carries a byte a client sent.
+
 /**
- * Every sentence a client can read in an error body. None of them holds a byte the client sent:
- * they name the header, a limit or an index, never the key, the body or a media type.
+ * What a client can read in an error body. None of them holds a byte the client sent: they name the
+ * header (as configured), a limit or an index, never the key, the body or a media type.
  */
 export const MESSAGES = {
   missing: (header: string) => `${header} header is required`,
@@ -10,10 +13,71 @@ export const MESSAGES = {
   reused: (header: string) => `${header} was already used for a different request`,
   tooDeep: 'request body is nested too deeply',
   unreadBody:
-    'request body is read by no body parser, so it cannot be checked against the key; register a parser for its media type (e.g. app.useBodyParser(\'text\'))',
+    "request body is read by no body parser, so it cannot be checked against the key; register a parser for its media type (e.g. app.useBodyParser('text'))",
   unavailable: 'idempotency store unavailable; retry shortly',
   noScope: 'the caller scope of this request could not be resolved',
+  /** What `keyViolation` calls an identity scope in the two messages above. */
+  scope: 'identity scope',
 } as const;
 
-/** Logged by every store that finds a value under an idempotency key it did not write. */
-export const FOREIGN_VALUE = 'a value the idempotency layer did not write was under an idempotency key; it is replaced by a claim';
+/** What an operator reads in the logs while the application runs. `route` is `Controller.method`. */
+export const LOGS = {
+  noScope: (route: string, got: string) => `${route}: the identity resolver returned ${got}, not a scope; answering 500`,
+  claimFailed: (route: string, reason: string) => `${route}: claim failed, answering 503: ${reason}`,
+  takenOver: (route: string) => `${route}: response not stored: the claim had expired and the key was taken over`,
+  commitFailed: (route: string, reason: string) => `${route}: response not stored, the claim expires with its lease: ${reason}`,
+  releaseFailed: (route: string, reason: string) => `${route}: claim not released, it expires with its lease: ${reason}`,
+  heldTooLong: (route: string, maxHoldMs: number) =>
+    `${route}: the handler has held its key for ${maxHoldMs} ms (maxHoldMs) without finishing; the lease is no longer renewed and lapses, after which a retry runs the handler again`,
+  leaseLost: (route: string) => `${route}: lease lost while the handler was still running`,
+  renewalFailed: (route: string, reason: string) => `${route}: lease renewal failed: ${reason}`,
+  givenUp: (route: string, why: string) => `${route}: response not stored: the handler ${why}; the key is released`,
+  detached: (route: string, why: string) => `${route}: ${why} before the handler finished; it runs to completion and its own result is stored`,
+  /** Reasons for {@link LOGS.givenUp}. */
+  streamed: 'was streamed',
+  returnedStream: 'returned a stream',
+  /** Reasons for {@link LOGS.detached}. */
+  answeredOutside: 'a response was sent',
+  abandoned: 'the request was abandoned (client gone, or an outer timeout or error)',
+  /** Logged by every store that finds a value under an idempotency key it did not write. */
+  foreignValue: 'a value the idempotency layer did not write was under an idempotency key; it is replaced by a claim',
+  perProcess:
+    'InMemoryCache keeps idempotency state per process: a retry that reaches another pod runs again. Use RedisCache with more than one instance.',
+  redisDown: (reason: string) => `Redis unreachable: ${reason}`,
+  redisUp: 'Redis reachable again',
+} as const;
+
+/** Store errors: the service turns them into a 503 and logs them with {@link LOGS.claimFailed}. */
+export const STORE_ERRORS = {
+  memoryFull: 'InMemoryCache is full: every entry is a claim in flight or kept by its prefix quota',
+  redisTimeout: (ms: number) => `Redis command timed out after ${ms} ms`,
+  redisForeign: 'RedisCache: the key holds a value that is not an idempotency record',
+} as const;
+
+/** Errors that stop the application at startup: a misconfiguration is never left for run time. */
+export const CONFIG_ERRORS = {
+  notAnObject: 'options must be an object',
+  notAStore: (method: string) => `cache must implement IdempotencyStore (missing ${method}())`,
+  headerName: 'headerName must be a valid HTTP header name',
+  keyPrefix: 'keyPrefix must be a string without control characters or spaces',
+  integer: (name: string, min: number, max: number, got: unknown) => `${name} must be an integer from ${min} to ${max}, got ${String(got)}`,
+  missingHeader: (got: unknown) => `missingHeader must be 'reject' or 'pass-through', got ${String(got)}`,
+  identity: 'identity must be a function (req) => string or an injectable resolver class',
+  unknownOption: (key: string, near: string | undefined, valid: readonly string[]) =>
+    `unknown option ${JSON.stringify(key)}${near ? ` (did you mean ${near}?)` : ''}; valid: ${valid.join(', ')}`,
+  forRootAsyncOnly: (key: string) => `${key} is an option of forRootAsync(), not of forRoot()`,
+  registrationOnly: (key: string, registration: string) =>
+    `${key} is an option of ${registration} itself; the options its factory returns cannot change how the module is registered`,
+  asyncNeedsFactory: 'IdempotencyModule.forRootAsync() needs useFactory, useClass or useExisting',
+  sse: 'an @Sse() stream cannot be stored and replayed',
+  safeMethod:
+    'GET, HEAD, OPTIONS and other safe methods change nothing and need no idempotency key; use it on POST, PUT, PATCH or DELETE',
+  ownResponse: '@Res()/@Next() without { passthrough: true } leaves the response to the handler; use passthrough or return the body',
+  maxEntries: (got: unknown) => `InMemoryCache: maxEntries must be a positive integer, got ${String(got)}`,
+  quotas: 'InMemoryCache: prefixQuotas needs non-empty prefixes and non-negative integer quotas',
+  quotasTooLarge: (reserved: number, maxEntries: number) =>
+    `InMemoryCache: prefixQuotas reserve ${reserved} entries, more than maxEntries (${maxEntries})`,
+  redisOptions: 'RedisCache: pass RedisCacheOptions.create().withUrl(...) or .withClient(...)',
+  redisTarget: 'RedisCache: set withUrl() or withClient()',
+  redisTimeout: (max: number, got: unknown) => `RedisCache: the command timeout must be an integer from 1 to ${max} (ms), got ${String(got)}`,
+} as const;

@@ -1,37 +1,69 @@
-import { type DynamicModule, Module, type Provider } from '@nestjs/common';
+import { type DynamicModule, Inject, Module, type OnApplicationShutdown, Optional, type Provider } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
 import { IdempotencyExplorer } from './idempotency.explorer.js';
 import { IdempotencyExceptionFilter } from './idempotency.filter.js';
 import { IdempotencyInterceptor } from './idempotency.interceptor.js';
+import { CONFIG_ERRORS } from './idempotency.messages.js';
 import { IdempotencyService } from './idempotency.service.js';
+import { IdentityResolverLoader } from './identity-resolver.loader.js';
 import type {
   IdempotencyModuleAsyncOptions,
   IdempotencyModuleOptions,
   IdempotencyModuleRootOptions,
   IdempotencyOptionsFactory,
 } from './interfaces/idempotency-module-options.interface.js';
-import { resolveModuleOptions } from './utils/options.util.js';
+import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
+import { LeaseRenewer } from './lease.renewer.js';
+import { resolveModuleOptions } from './options/module-options.resolver.js';
+import { RouteOptionsAccessor } from './route-options.accessor.js';
+import { InMemoryCache } from './stores/in-memory.cache.js';
 
 /** The options as the user gave them; resolved (and validated) when the application starts. */
 const RAW_OPTIONS = Symbol('IDEMPOTENCY_RAW_OPTIONS');
 
+/**
+ * Without a `cache` option each registration gets an `InMemoryCache` of its own: works on one
+ * instance with no setup, and two registrations never share keys by accident.
+ */
+const defaultStore = () => new InMemoryCache();
+
 /** `registration` names the call in errors about options that belong to it rather than to the options. */
 const resolvedOptions = (registration: 'forRoot()' | 'forRootAsync()'): Provider => ({
   provide: IDEMPOTENCY_MODULE_OPTIONS,
-  useFactory: (raw: IdempotencyModuleOptions) => resolveModuleOptions(raw, registration),
+  useFactory: (raw: IdempotencyModuleOptions) => resolveModuleOptions(raw, defaultStore, registration),
   inject: [RAW_OPTIONS],
 });
 
-const PROVIDERS = [IdempotencyService, IdempotencyExplorer, IdempotencyInterceptor, IdempotencyExceptionFilter];
-const EXPORTS = [IDEMPOTENCY_MODULE_OPTIONS, IdempotencyService, IdempotencyInterceptor, IdempotencyExceptionFilter];
+const PROVIDERS = [
+  IdempotencyService,
+  RouteOptionsAccessor,
+  IdentityResolverLoader,
+  LeaseRenewer,
+  IdempotencyExplorer,
+  IdempotencyInterceptor,
+  IdempotencyExceptionFilter,
+];
+// The interceptor is instantiated in each module whose controllers use @Idempotent(), so what it
+// injects is exported: every module shares the one route cache and the one lease timer.
+const EXPORTS = [
+  IDEMPOTENCY_MODULE_OPTIONS,
+  IdempotencyService,
+  RouteOptionsAccessor,
+  LeaseRenewer,
+  IdempotencyInterceptor,
+  IdempotencyExceptionFilter,
+];
 
 /**
  * Registers idempotency for `@Idempotent()` routes. Global by default; each registration gets a
  * store of its own unless `cache` is given.
  */
 @Module({})
-export class IdempotencyModule {
+export class IdempotencyModule implements OnApplicationShutdown {
+  // Optional: imported without forRoot() the module provides nothing, and has nothing to close.
+  constructor(@Optional() @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options?: ResolvedIdempotencyOptions) {}
+
   static forRoot(options: IdempotencyModuleRootOptions = {}): DynamicModule {
     const { isGlobal = true, ...moduleOptions } = options;
     return {
@@ -64,7 +96,7 @@ export class IdempotencyModule {
     }
     const factory = options.useClass ?? options.useExisting;
     if (!factory) {
-      throw new Error('IdempotencyModule.forRootAsync() needs useFactory, useClass or useExisting');
+      throw new Error(CONFIG_ERRORS.asyncNeedsFactory);
     }
     const fromFactory: Provider = {
       provide: RAW_OPTIONS,
@@ -72,5 +104,10 @@ export class IdempotencyModule {
       inject: [factory],
     };
     return options.useClass ? [fromFactory, { provide: options.useClass, useClass: options.useClass }] : [fromFactory];
+  }
+
+  /** Closes what the store opened (a Redis client it created); a client the application passed in stays open. */
+  async onApplicationShutdown(): Promise<void> {
+    await this.options?.store.close?.();
   }
 }

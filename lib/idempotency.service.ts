@@ -1,109 +1,33 @@
-import {
-  type ExecutionContext,
-  Inject,
-  Injectable,
-  Logger,
-  type OnApplicationShutdown,
-  type OnModuleDestroy,
-} from '@nestjs/common';
-import { ModuleRef } from '@nestjs/core';
+import { type ExecutionContext, Inject, Injectable, Logger } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
-import type { StoredResponse } from './cache/idempotency-store.interface.js';
-import { IDEMPOTENCY_MODULE_OPTIONS, IDEMPOTENT_ROUTE_METADATA } from './idempotency.constants.js';
-import { IdempotencyException } from './idempotency.exception.js';
-import { MESSAGES } from './idempotency.messages.js';
-import { IdempotentReplay } from './idempotent-replay.exception.js';
-import type { IdempotentOptions } from './interfaces/idempotent-options.interface.js';
-import type {
-  IdempotencyIdentity,
-  IdempotencyIdentityResolver,
-  IdentityFunction,
-} from './interfaces/identity-resolver.interface.js';
+import { IDEMPOTENCY_MODULE_OPTIONS, RETRY_AFTER } from './idempotency.constants.js';
+import { LOGS, MESSAGES } from './idempotency.messages.js';
+import { IdempotencyException } from './exceptions/idempotency.exception.js';
+import { IdempotentReplay } from './exceptions/idempotent-replay.exception.js';
+import { hasUnreadBody, type HttpRequestLike, requestTarget } from './http/request.reader.js';
+import { IdentityResolverLoader } from './identity-resolver.loader.js';
+import type { ActiveClaim } from './interfaces/active-claim.interface.js';
+import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
+import type { StoredResponse } from './interfaces/stored-response.interface.js';
 import { BodyTooDeepError, requestFingerprint } from './utils/fingerprint.util.js';
 import { cacheKey, escapeScope, keyViolation, UNSCOPED } from './utils/key.util.js';
-import {
-  type ResolvedIdempotencyOptions,
-  type ResolvedRouteOptions,
-  resolveRouteOptions,
-} from './utils/options.util.js';
 
-/** A key this process holds while its handler runs. */
-export interface ActiveClaim {
-  /** The key as the client sent it (validated). */
-  readonly key: string;
-  readonly cacheKey: string;
-  readonly owner: string;
-  readonly fingerprint: string;
-  readonly ttlMs: number;
-  /** The handler (`Controller.method`), for log lines. */
-  readonly route: string;
-  /** When the key was claimed (epoch ms): renewal stops `maxHoldMs` after it. */
-  readonly claimedAt: number;
-}
-
-/** The subset of Express and Fastify requests the service reads. */
-interface HttpRequestLike {
-  method: string;
-  url: string;
-  originalUrl?: string;
-  headers: Record<string, string | string[] | undefined>;
-  body?: unknown;
-  /** Fastify's request wraps Node's; Express's is Node's. */
-  raw?: { readableEnded?: boolean };
-  readableEnded?: boolean;
-}
-
-const RETRY_AFTER = { 'retry-after': '1' };
 /** First pause before a claim that failed is released again; it doubles after each failure. */
 const ABANDON_RETRY_MS = 100;
 
-function isResolverClass(identity: IdempotencyIdentity): identity is new (...args: any[]) => IdempotencyIdentityResolver {
-  return typeof identity.prototype?.resolve === 'function';
-}
-
 /**
- * A body was sent that nothing has read: no body parser took its media type, so `request.body`
- * does not show it and the fingerprint cannot tell two such bodies apart.
- */
-function hasUnreadBody(request: HttpRequestLike): boolean {
-  const { headers } = request;
-  const sent =
-    headers['transfer-encoding'] !== undefined || (headers['content-length'] !== undefined && headers['content-length'] !== '0');
-  return sent && (request.raw ?? request).readableEnded === false;
-}
-
-/**
- * The idempotency protocol, independent of Nest's request pipeline: validate the key, resolve the
- * scope, fingerprint the request, then one store round trip to claim or replay and one to commit.
+ * The idempotency protocol: validate the key, resolve the scope, fingerprint the request, then one
+ * store round trip to claim or replay, and one to commit or release. It knows requests and stores,
+ * not responses: recording and replaying them is the interceptor's.
  */
 @Injectable()
-export class IdempotencyService implements OnModuleDestroy, OnApplicationShutdown {
+export class IdempotencyService {
   private readonly logger = new Logger('Idempotency');
-  private readonly routes = new WeakMap<object, ResolvedRouteOptions>();
-  private readonly resolvers = new Map<IdempotencyIdentity, Promise<IdentityFunction>>();
-  private readonly held = new Set<ActiveClaim>();
-  private renewal: NodeJS.Timeout | undefined;
 
   constructor(
     @Inject(IDEMPOTENCY_MODULE_OPTIONS) readonly options: ResolvedIdempotencyOptions,
-    private readonly moduleRef: ModuleRef,
+    private readonly identities: IdentityResolverLoader,
   ) {}
-
-  /** The options of a decorated handler of `type`, validated and merged once, then cached. */
-  routeOptions(type: { name: string }, handler: { name: string }, where = '@Idempotent()'): ResolvedRouteOptions {
-    let resolved = this.routes.get(handler);
-    if (!resolved) {
-      const route = (Reflect.getMetadata(IDEMPOTENT_ROUTE_METADATA, handler) ?? {}) as IdempotentOptions;
-      resolved = resolveRouteOptions(where, `${type.name}.${handler.name}`, route, this.options);
-      this.routes.set(handler, resolved);
-    }
-    return resolved;
-  }
-
-  /** Instantiates a resolver class ahead of the first request, so a missing dependency fails at startup. */
-  async prepareIdentity(identity: IdempotencyIdentity | undefined): Promise<void> {
-    if (identity && isResolverClass(identity)) await this.identityFunction(identity);
-  }
 
   /**
    * Claims the request's key. Returns the claim, or `undefined` when the request has no key and the
@@ -111,7 +35,7 @@ export class IdempotencyService implements OnModuleDestroy, OnApplicationShutdow
    * 500, 503) or an {@link IdempotentReplay} carrying the stored response.
    */
   async begin(request: HttpRequestLike, context: ExecutionContext, route: ResolvedRouteOptions): Promise<ActiveClaim | undefined> {
-    const { headerName, maxKeyLength, maxScopeLength, keyPrefix, store, leaseMs } = this.options;
+    const { headerName, maxKeyLength, keyPrefix, store, leaseMs } = this.options;
     const header = request.headers[headerName];
     const key = typeof header === 'string' ? header : header?.join(', ');
     if (key !== undefined && key.length > maxKeyLength) {
@@ -125,22 +49,10 @@ export class IdempotencyService implements OnModuleDestroy, OnApplicationShutdow
     if (keyProblem) throw new IdempotencyException(400, keyProblem);
     if (hasUnreadBody(request)) throw new IdempotencyException(415, MESSAGES.unreadBody);
 
-    let scope = UNSCOPED;
-    if (route.identity) {
-      const raw = await (await this.identityFunction(route.identity))(request, context);
-      if (typeof raw !== 'string' || raw === '') {
-        // The server's fault, not the client's: an empty scope would merge every caller into one.
-        this.logger.error(`${route.id}: the identity resolver returned ${typeof raw === 'string' ? 'an empty string' : typeof raw}, not a scope; answering 500`);
-        throw new IdempotencyException(500, MESSAGES.noScope);
-      }
-      scope = escapeScope(raw);
-      const scopeProblem = keyViolation('identity scope', raw, scope.length, maxScopeLength);
-      if (scopeProblem) throw new IdempotencyException(400, scopeProblem);
-    }
-
+    const scope = route.identity ? await this.scope(request, context, route) : UNSCOPED;
     let fingerprint: string;
     try {
-      fingerprint = requestFingerprint(request.method, request.originalUrl ?? request.url, request.body, route.id);
+      fingerprint = requestFingerprint(request.method, requestTarget(request), request.body, route.id);
     } catch (err) {
       if (err instanceof BodyTooDeepError) throw new IdempotencyException(400, MESSAGES.tooDeep);
       throw err;
@@ -160,7 +72,7 @@ export class IdempotencyService implements OnModuleDestroy, OnApplicationShutdow
       outcome = await store.claim(claim.cacheKey, { owner: claim.owner, fingerprint, leaseMs });
     } catch (err) {
       // Fail closed: without the store there is no telling whether this key already ran.
-      this.logger.error(`${route.id}: claim failed, answering 503: ${(err as Error).message}`);
+      this.logger.error(LOGS.claimFailed(route.id, (err as Error).message));
       this.abandon(claim);
       throw new IdempotencyException(503, MESSAGES.unavailable, RETRY_AFTER);
     }
@@ -185,9 +97,9 @@ export class IdempotencyService implements OnModuleDestroy, OnApplicationShutdow
         { fingerprint: claim.fingerprint, response },
         claim.ttlMs,
       );
-      if (!stored) this.logger.warn(`${claim.route}: response not stored: the claim had expired and the key was taken over`);
+      if (!stored) this.logger.warn(LOGS.takenOver(claim.route));
     } catch (err) {
-      this.logger.error(`${claim.route}: response not stored, the claim expires with its lease: ${(err as Error).message}`);
+      this.logger.error(LOGS.commitFailed(claim.route, (err as Error).message));
     }
   }
 
@@ -196,50 +108,22 @@ export class IdempotencyService implements OnModuleDestroy, OnApplicationShutdow
     try {
       await this.options.store.release(claim.cacheKey, claim.owner);
     } catch (err) {
-      this.logger.error(`${claim.route}: claim not released, it expires with its lease: ${(err as Error).message}`);
+      this.logger.error(LOGS.releaseFailed(claim.route, (err as Error).message));
     }
   }
 
-  /**
-   * Keeps the claim's lease renewed until {@link unhold}, for at most `maxHoldMs`. One timer serves
-   * every held claim; it is started with the first claim and left running (unref'd), so the request
-   * path never creates one.
-   */
-  hold(claim: ActiveClaim): void {
-    this.held.add(claim);
-    if (this.renewal) return;
-    const { leaseMs, maxHoldMs, store } = this.options;
-    this.renewal = setInterval(() => {
-      const now = Date.now();
-      for (const c of this.held) {
-        if (now - c.claimedAt >= maxHoldMs) {
-          this.held.delete(c);
-          this.logger.warn(
-            `${c.route}: the handler has held its key for ${maxHoldMs} ms (maxHoldMs) without finishing; the lease is no longer renewed and lapses, after which a retry runs the handler again`,
-          );
-          continue;
-        }
-        store.renew(c.cacheKey, c.owner, leaseMs).then(
-          (renewed) => renewed || this.logger.warn(`${c.route}: lease lost while the handler was still running`),
-          (err: Error) => this.logger.error(`${c.route}: lease renewal failed: ${err.message}`),
-        );
-      }
-    }, Math.floor(leaseMs / 3));
-    this.renewal.unref();
-  }
-
-  unhold(claim: ActiveClaim): void {
-    this.held.delete(claim);
-  }
-
-  onModuleDestroy(): void {
-    if (this.renewal) clearInterval(this.renewal);
-    this.renewal = undefined;
-    this.held.clear();
-  }
-
-  async onApplicationShutdown(): Promise<void> {
-    await this.options.store.close?.();
+  /** The caller's scope, escaped for the cache key. */
+  private async scope(request: HttpRequestLike, context: ExecutionContext, route: ResolvedRouteOptions): Promise<string> {
+    const raw = await (await this.identities.load(route.identity!))(request, context);
+    if (typeof raw !== 'string' || raw === '') {
+      // The server's fault, not the client's: an empty scope would merge every caller into one.
+      this.logger.error(LOGS.noScope(route.id, typeof raw === 'string' ? 'an empty string' : typeof raw));
+      throw new IdempotencyException(500, MESSAGES.noScope);
+    }
+    const scope = escapeScope(raw);
+    const problem = keyViolation(MESSAGES.scope, raw, scope.length, this.options.maxScopeLength);
+    if (problem) throw new IdempotencyException(400, problem);
+    return scope;
   }
 
   /**
@@ -256,24 +140,5 @@ export class IdempotencyService implements OnModuleDestroy, OnApplicationShutdow
       });
     };
     attempt(ABANDON_RETRY_MS);
-  }
-
-  private identityFunction(identity: IdempotencyIdentity): IdentityFunction | Promise<IdentityFunction> {
-    if (!isResolverClass(identity)) return identity as IdentityFunction;
-    let resolver = this.resolvers.get(identity);
-    if (!resolver) {
-      resolver = this.instantiate(identity).then((instance) => instance.resolve.bind(instance));
-      this.resolvers.set(identity, resolver);
-    }
-    return resolver;
-  }
-
-  private async instantiate(type: new (...args: any[]) => IdempotencyIdentityResolver): Promise<IdempotencyIdentityResolver> {
-    try {
-      return this.moduleRef.get(type, { strict: false });
-    } catch {
-      // Not registered as a provider anywhere: build it with the dependencies the container has.
-      return this.moduleRef.create(type);
-    }
   }
 }

@@ -1,26 +1,22 @@
+// The package's only entry point: everything a user or a store author needs, nothing else.
+
+// Module and request path
 export { IdempotencyModule } from './idempotency.module.js';
-export { Idempotent } from './idempotent.decorator.js';
-export { IdempotencyKey } from './idempotency-key.decorator.js';
+export { Idempotent } from './decorators/idempotent.decorator.js';
+export { IdempotencyKey } from './decorators/idempotency-key.decorator.js';
 export { IdempotencyInterceptor } from './idempotency.interceptor.js';
 export { IdempotencyExceptionFilter } from './idempotency.filter.js';
-export { IdempotencyException } from './idempotency.exception.js';
 export { IdempotencyService } from './idempotency.service.js';
-export type { ActiveClaim } from './idempotency.service.js';
-export { InMemoryCache } from './cache/in-memory.cache.js';
-export type { InMemoryCacheOptions, CacheSetOptions } from './cache/in-memory.cache.js';
-export type {
-  ClaimOutcome,
-  IdempotencyClaim,
-  IdempotencyRecord,
-  IdempotencyStore,
-  StoredResponse,
-} from './cache/idempotency-store.interface.js';
+export { IdempotencyException } from './exceptions/idempotency.exception.js';
+
+// Options
 export type {
   IdempotencyModuleAsyncOptions,
   IdempotencyModuleOptions,
   IdempotencyModuleRootOptions,
   IdempotencyOptionsFactory,
 } from './interfaces/idempotency-module-options.interface.js';
+export type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
 export type { IdempotentOptions, MissingHeaderPolicy } from './interfaces/idempotent-options.interface.js';
 export type {
   IdempotencyIdentity,
@@ -37,6 +33,20 @@ export {
   DEFAULT_MAX_SCOPE_LENGTH,
   DEFAULT_TTL_MS,
 } from './idempotency.constants.js';
-export { RedisCache } from './cache/redis.cache.js';
-export { RedisCacheOptions, DEFAULT_REDIS_COMMAND_TIMEOUT_MS } from './cache/redis-cache.options.js';
-export type { RedisClientLike } from './cache/redis-cache.options.js';
+
+// Store contract and records, for store authors
+export type {
+  ClaimOutcome,
+  IdempotencyClaim,
+  IdempotencyRecord,
+  IdempotencyStore,
+} from './interfaces/idempotency-store.interface.js';
+export type { StoredResponse } from './interfaces/stored-response.interface.js';
+export type { ActiveClaim } from './interfaces/active-claim.interface.js';
+
+// Stores
+export { InMemoryCache } from './stores/in-memory.cache.js';
+export type { InMemoryCacheOptions, CacheSetOptions } from './stores/in-memory-cache.options.js';
+export { RedisCache } from './stores/redis.cache.js';
+export { RedisCacheOptions, DEFAULT_REDIS_COMMAND_TIMEOUT_MS } from './stores/redis-cache.options.js';
+export type { RedisClientLike } from './stores/redis-cache.options.js';

@@ -1,5 +1,5 @@
 import type { ModuleMetadata, Provider, Type } from '@nestjs/common';
-import type { IdempotencyStore } from '../cache/idempotency-store.interface.js';
+import type { IdempotencyStore } from './idempotency-store.interface.js';
 import type { MissingHeaderPolicy } from './idempotent-options.interface.js';
 import type { IdempotencyIdentity } from './identity-resolver.interface.js';
 

@@ -6,6 +6,7 @@ import { IdempotencyModule, InMemoryCache } from '../../lib/index.js';
 import { ADAPTERS, listen, startApp } from '../support/app.js';
 import { Gate, Runs, TestController } from '../support/fixtures.js';
 import { rawRequest } from '../support/raw-http.js';
+import { sleep } from '../support/timing.js';
 
 /** What no error body may contain (ATK-12): stack frames, file paths, module names. */
 function expectNoInternals(text: string): void {
@@ -201,6 +202,6 @@ describe('Node itself refuses an oversized header (default maxHeaderSize)', () =
 });
 
 async function waitFor(condition: () => boolean): Promise<void> {
-  for (let i = 0; i < 500 && !condition(); i++) await new Promise((r) => setTimeout(r, 10));
+  for (let i = 0; i < 500 && !condition(); i++) await sleep(10);
   if (!condition()) throw new Error('condition not met within 5 s');
 }

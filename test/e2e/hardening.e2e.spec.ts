@@ -32,16 +32,14 @@ import {
   Idempotent,
   InMemoryCache,
 } from '../../lib/index.js';
-import { ADAPTERS, type AdapterName, listen, startApp } from '../support/app.js';
+import { ADAPTERS, type AdapterName, listen, startApp, useApps } from '../support/app.js';
 import { Gate, Runs } from '../support/fixtures.js';
-import { sleep } from '../support/store-contract.js';
+import { sleep } from '../support/timing.js';
 
 // Each test here reproduces one defect of issue 8 over HTTP, on a real Nest 12 application.
 
-let apps: INestApplication[] = [];
-afterEach(async () => {
-  await Promise.all(apps.map((a) => a.close()));
-  apps = [];
+const startTracked = useApps();
+afterEach(() => {
   jest.restoreAllMocks();
 });
 
@@ -198,7 +196,7 @@ class RequestIdModule implements NestModule {
 }
 
 async function start(adapter: AdapterName, options: IdempotencyModuleOptions = {}, extra: { providers?: unknown[] } = {}) {
-  const app = await startApp(
+  const app = await startTracked(
     adapter,
     {
       imports: [IdempotencyModule.forRoot(options), RequestIdModule],
@@ -218,7 +216,6 @@ async function start(adapter: AdapterName, options: IdempotencyModuleOptions = {
       },
     },
   );
-  apps.push(app);
   return { app, base: await listen(app), runs: app.get(Runs), gate: app.get(Gate) };
 }
 
@@ -453,12 +450,11 @@ describe.each(ADAPTERS)('issue 8 on %s', (adapter) => {
 
 describe('issue 8 on express only', () => {
   it('3. a text body is fingerprinted once the application registers a parser for it', async () => {
-    const app = await startApp(
+    const app = await startTracked(
       'express',
       { imports: [IdempotencyModule.forRoot()], controllers: [HardeningController], providers: [Runs, Gate] },
       { configure: (a) => (a as NestExpressApplication).useBodyParser('text') },
     );
-    apps.push(app);
     const base = await listen(app);
     const headers = { 'idempotency-key': 'txt', 'content-type': 'text/plain' };
     expect((await send(base, '/body', headers, 'a')).status).toBe(201);

@@ -29,19 +29,11 @@ import {
   Idempotent,
   InMemoryCache,
 } from '../../lib/index.js';
-import { ADAPTERS, startApp } from '../support/app.js';
-import { Gate, Runs, TestController } from '../support/fixtures.js';
+import { ADAPTERS, startApp, useApps } from '../support/app.js';
+import { Config, ConfigModule, Gate, OptionsFactory, Runs, TestController } from '../support/fixtures.js';
+import { sleep } from '../support/timing.js';
 
-let apps: INestApplication[] = [];
-afterEach(async () => {
-  await Promise.all(apps.map((a) => a.close()));
-  apps = [];
-});
-async function start(...args: Parameters<typeof startApp>): Promise<INestApplication> {
-  const app = await startApp(...args);
-  apps.push(app);
-  return app;
-}
+const start = useApps();
 
 /** Catches everything, as many applications do, and answers with its own shape. */
 @Catch()
@@ -113,7 +105,7 @@ describe.each(ADAPTERS)('integration on %s', (adapter) => {
       release: (k, o) => inner.release(k, o),
       renew: (k, o, l) => inner.renew(k, o, l),
       async commit(k: string, o: string, r: IdempotencyRecord, t: number) {
-        await new Promise((resolve) => setTimeout(resolve, 50));
+        await sleep(50);
         events.push('committed');
         return inner.commit(k, o, r, t);
       },
@@ -303,21 +295,6 @@ describe('module options', () => {
     expect(missing.body).toEqual({ error: 'x-request-key header is required' });
   });
 });
-
-@Injectable()
-class Config {
-  readonly ttlMs = 40;
-}
-@Module({ providers: [Config], exports: [Config] })
-class ConfigModule {}
-
-@Injectable()
-class OptionsFactory implements IdempotencyOptionsFactory {
-  constructor(@Inject(Config) private readonly config: Config) {}
-  createIdempotencyOptions(): IdempotencyModuleOptions {
-    return { ttlMs: this.config.ttlMs, missingHeader: 'pass-through' };
-  }
-}
 
 describe('forRootAsync()', () => {
   const variants = {

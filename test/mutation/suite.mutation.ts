@@ -3,18 +3,22 @@
 // Nest's module graph afresh: one file makes that once per mutant instead of once per suite.
 // Order matters for the bail environment (test/support/bail.environment.cjs): the fast unit suites
 // first, so most mutants are killed before the Redis suite starts its servers.
-import '../unit/key.spec.js';
-import '../unit/fingerprint.spec.js';
-import '../unit/options.spec.js';
-import '../unit/record-codec.spec.js';
-import '../unit/response-recorder.spec.js';
-import '../unit/response-writer.spec.js';
-import '../unit/value-renderer.spec.js';
+import '../unit/key.util.spec.js';
+import '../unit/fingerprint.util.spec.js';
+import '../unit/module-options.resolver.spec.js';
+import '../unit/route-options.resolver.spec.js';
+import '../unit/store-value.codec.spec.js';
+import '../unit/response.recorder.spec.js';
+import '../unit/response.writer.spec.js';
+import '../unit/value.renderer.spec.js';
+import '../unit/idempotency.filter.spec.js';
 import '../unit/idempotency.service.spec.js';
+import '../unit/lease.renewer.spec.js';
+import '../unit/route-options.accessor.spec.js';
 import '../unit/idempotency.interceptor.spec.js';
 import '../unit/idempotency.explorer.spec.js';
 import '../unit/idempotency.module.spec.js';
 import '../unit/redis-cache.options.spec.js';
 import '../unit/in-memory.cache.spec.js';
-import '../unit/store-contract.memory.spec.js';
-import '../redis/redis-store.spec.js';
+import '../unit/in-memory-contract.spec.js';
+import '../redis/redis-cache.redis.spec.js';

@@ -5,7 +5,7 @@ import { IdempotencyModule, RedisCache, RedisCacheOptions } from '../../lib/inde
 import { ADAPTERS, startApp } from '../support/app.js';
 import { Gate, Runs, TestController } from '../support/fixtures.js';
 import { RedisServer, redisAvailable } from '../support/redis-server.js';
-import { sleep } from '../support/store-contract.js';
+import { sleep } from '../support/timing.js';
 
 // Issue 8, the two Redis items, against a real redis-server on both adapters.
 const describeRedis = redisAvailable('Redis hardening suite') ? describe : describe.skip;

@@ -1,4 +1,5 @@
 import 'reflect-metadata';
+import { afterEach } from '@jest/globals';
 import type { INestApplication, ModuleMetadata } from '@nestjs/common';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import { Test } from '@nestjs/testing';
@@ -43,4 +44,20 @@ export async function listen(app: INestApplication): Promise<string> {
   const address = (app.getHttpServer() as Server).address();
   if (!address || typeof address === 'string') throw new Error('no address');
   return `http://127.0.0.1:${address.port}`;
+}
+
+/**
+ * For a describe (or a file): a `start` that builds an app like {@link startApp} and closes every
+ * app it built after each test.
+ */
+export function useApps(): typeof startApp {
+  const apps: INestApplication[] = [];
+  afterEach(async () => {
+    await Promise.all(apps.splice(0).map((a) => a.close()));
+  });
+  return async (...args) => {
+    const app = await startApp(...args);
+    apps.push(app);
+    return app;
+  };
 }

@@ -5,7 +5,9 @@ import {
   Delete,
   Header,
   HttpCode,
+  Inject,
   Injectable,
+  Module,
   Param,
   Patch,
   Post,
@@ -15,7 +17,13 @@ import {
   type ExecutionContext,
   UseGuards,
 } from '@nestjs/common';
-import { Idempotent, IdempotencyKey, type IdempotencyIdentityResolver } from '../../lib/index.js';
+import {
+  Idempotent,
+  IdempotencyKey,
+  type IdempotencyIdentityResolver,
+  type IdempotencyModuleOptions,
+  type IdempotencyOptionsFactory,
+} from '../../lib/index.js';
 
 /** Counts handler runs per route, so tests can assert "ran exactly once". */
 export class Runs {
@@ -173,5 +181,23 @@ export class TestController {
   @Idempotent({ identity: (req: { headers: Record<string, string> }) => req.headers['x-account'] ?? 'anon' })
   scopedFn() {
     return { run: this.runs.hit('scoped-fn') };
+  }
+}
+
+/** A configuration service, as `forRootAsync()` users inject one (ConfigService). */
+@Injectable()
+export class Config {
+  readonly ttlMs = 1234;
+}
+
+@Module({ providers: [Config], exports: [Config] })
+export class ConfigModule {}
+
+/** An options factory for `forRootAsync({ useClass | useExisting })`; needs {@link ConfigModule}. */
+@Injectable()
+export class OptionsFactory implements IdempotencyOptionsFactory {
+  constructor(@Inject(Config) private readonly config: Config) {}
+  createIdempotencyOptions(): IdempotencyModuleOptions {
+    return { ttlMs: this.config.ttlMs, missingHeader: 'pass-through', keyPrefix: 'factory:' };
   }
 }

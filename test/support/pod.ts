@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { track } from './processes.js';
 import { freePort } from './redis-server.js';
+import { sleep } from './timing.js';
 
 export interface PodOptions {
   redisUrl?: string;
@@ -12,7 +13,7 @@ export interface PodOptions {
   nodeArgs?: string[];
 }
 
-/** The compiled sample app (.build/, see test/global-setup.js) in a process of its own on 127.0.0.1. */
+/** The compiled sample app (.build/, compiled on demand by test/support/build.ts) in a process of its own on 127.0.0.1. */
 export class Pod {
   private constructor(
     private readonly child: ChildProcess,
@@ -46,7 +47,7 @@ export class Pod {
       } catch {
         // not listening yet
       }
-      await new Promise((r) => setTimeout(r, 50));
+      await sleep(50);
     }
     pod.kill();
     throw new Error(`pod did not come up: ${output.join('')}`);

@@ -4,6 +4,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { track } from './processes.js';
+import { sleep } from './timing.js';
 
 /** A free TCP port on 127.0.0.1 (bound once, then released); 0 lets the kernel choose. */
 export function freePort(wanted = 0): Promise<number> {
@@ -73,7 +74,7 @@ async function waitForPing(port: number, child?: ChildProcess): Promise<void> {
     } catch {
       // not up yet
     }
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
   }
   throw new Error(`redis-server on ${port} did not answer PING within 5 s`);
 }
@@ -175,7 +176,7 @@ export class RedisCluster {
       });
       for (let i = 0; i < 100; i++) {
         if (cluster.nodes.every((n) => n.cli('CLUSTER', 'INFO').includes('cluster_state:ok'))) return cluster;
-        await new Promise((r) => setTimeout(r, 100));
+        await sleep(100);
       }
       throw new Error('the cluster did not reach cluster_state:ok');
     } catch (error) {

@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
 import type { IdempotencyRecord, IdempotencyStore } from '../../lib/index.js';
-
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { sleep } from './timing.js';
 
 /** Binary, newlines and non-ASCII: what a store must keep byte for byte. */
 export const sampleRecord = (fingerprint: string): IdempotencyRecord => ({

@@ -3,14 +3,12 @@ import { All, Body, Controller, Delete, Get, Head, HostParam, Ip, Next, Options,
 import { type DiscoveryService, MetadataScanner, type ModuleRef } from '@nestjs/core';
 import { Idempotent } from '../../lib/index.js';
 import { IdempotencyExplorer } from '../../lib/idempotency.explorer.js';
-import { IdempotencyService } from '../../lib/idempotency.service.js';
-import { resolveModuleOptions } from '../../lib/utils/options.util.js';
-import { ScriptedStore } from '../support/scripted-store.js';
+import { createProtocol } from '../support/protocol.js';
 
 function explore(controllers: unknown[], moduleRef: Partial<ModuleRef> = {}) {
-  const service = new IdempotencyService(resolveModuleOptions({ cache: new ScriptedStore() }), moduleRef as ModuleRef);
+  const { routes, identities } = createProtocol({}, moduleRef);
   const discovery = { getControllers: () => controllers.map((metatype) => ({ metatype })) } as unknown as DiscoveryService;
-  return new IdempotencyExplorer(discovery, new MetadataScanner(), service).onModuleInit();
+  return new IdempotencyExplorer(discovery, new MetadataScanner(), routes, identities).onModuleInit();
 }
 
 class Resolver {

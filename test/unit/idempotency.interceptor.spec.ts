@@ -1,26 +1,19 @@
-import { afterEach, beforeEach, describe, expect, it, jest } from '@jest/globals';
-import { type CallHandler, type ExecutionContext, HttpException, Logger, StreamableFile } from '@nestjs/common';
-import type { ModuleRef } from '@nestjs/core';
+import { describe, expect, it } from '@jest/globals';
+import { type CallHandler, HttpException, StreamableFile } from '@nestjs/common';
 import { lastValueFrom, Observable, of, Subject, throwError } from 'rxjs';
-import { IdempotencyException, IdempotencyInterceptor } from '../../lib/index.js';
+import { IdempotencyException } from '../../lib/index.js';
+import { IdempotentReplay } from '../../lib/exceptions/idempotent-replay.exception.js';
 import { IDEMPOTENCY_KEY_PROPERTY, IDEMPOTENT_ROUTE_METADATA } from '../../lib/idempotency.constants.js';
-import { IdempotencyService } from '../../lib/idempotency.service.js';
-import { IdempotentReplay } from '../../lib/idempotent-replay.exception.js';
-import { resolveModuleOptions } from '../../lib/utils/options.util.js';
+import { httpContext } from '../support/contexts.js';
 import { FakeResponse } from '../support/fake-response.js';
-import { ScriptedStore } from '../support/scripted-store.js';
-
-const tick = () => new Promise((r) => setImmediate(r));
-
-const services: IdempotencyService[] = [];
+import { spyOnLogger } from '../support/logger.js';
+import { createProtocol, destroyProtocolsAfterEach } from '../support/protocol.js';
+import { tick } from '../support/timing.js';
 
 class Pay {}
 
 function setup(routeOptions: object = {}) {
-  const store = new ScriptedStore();
-  const service = new IdempotencyService(resolveModuleOptions({ cache: store }), {} as ModuleRef);
-  services.push(service);
-  const interceptor = new IdempotencyInterceptor(service);
+  const { store, service, leases, interceptor } = createProtocol();
   const create = () => undefined;
   Reflect.defineMetadata(IDEMPOTENT_ROUTE_METADATA, routeOptions, create);
   const res = new FakeResponse();
@@ -32,13 +25,8 @@ function setup(routeOptions: object = {}) {
     body: { a: 1 },
   };
   const context = (type = 'http', response: object = res) =>
-    ({
-      getType: () => type,
-      getClass: () => Pay,
-      getHandler: () => create,
-      switchToHttp: () => ({ getRequest: () => req, getResponse: () => response }),
-    }) as unknown as ExecutionContext;
-  const held = () => (service as unknown as { held: Set<unknown> }).held.size;
+    httpContext({ type, controller: Pay, handler: create, request: req, response });
+  const held = () => (leases as unknown as { held: Set<unknown> }).held.size;
   const ops = () => store.calls.map((c) => c[0]);
   const committed = () => store.calls.find((c) => c[0] === 'commit')?.[3] as { response: unknown } | undefined;
   return { store, service, interceptor, res, req, context, held, ops, committed };
@@ -46,21 +34,9 @@ function setup(routeOptions: object = {}) {
 
 const next = (source: Observable<unknown>): CallHandler => ({ handle: () => source });
 
-let warnings: ReturnType<typeof jest.spyOn>;
-// Inside each describe, not at the root: test/mutation/ imports this file next to others.
-function spyOnLogger(): void {
-  beforeEach(() => {
-    warnings = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
-    jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
-  });
-  afterEach(() => {
-    jest.restoreAllMocks();
-    for (const service of services.splice(0)) service.onModuleDestroy();
-  });
-}
-
 describe('IdempotencyInterceptor', () => {
-  spyOnLogger();
+  const log = spyOnLogger();
+  destroyProtocolsAfterEach();
   it('leaves non-HTTP contexts and safe methods (an @All() route) alone', async () => {
     const { interceptor, store, context, req } = setup();
     const source = of(1);
@@ -144,7 +120,7 @@ describe('IdempotencyInterceptor', () => {
     expect(res.end).toBe(end);
     expect(held()).toBe(0);
     // The teardown that follows an error is no abandoned request.
-    expect(warnings).not.toHaveBeenCalled();
+    expect(log.warnings).not.toHaveBeenCalled();
   });
 
   it.each([
@@ -158,8 +134,8 @@ describe('IdempotencyInterceptor', () => {
     expect(await lastValueFrom(out)).toBe(value);
     await tick();
     expect(store.calls.map((c) => c[0])).toEqual(['claim', 'release']);
-    expect(warnings).toHaveBeenCalledWith('Pay.create: response not stored: the handler returned a stream; the key is released');
-    expect((warnings.mock.contexts[0] as { context?: string }).context).toBe('Idempotency');
+    expect(log.warnings).toHaveBeenCalledWith('Pay.create: response not stored: the handler returned a stream; the key is released');
+    expect((log.warnings.mock.contexts[0] as { context?: string }).context).toBe('Idempotency');
     expect(res.end).toBe(end);
     expect(held()).toBe(0);
   });
@@ -170,7 +146,7 @@ describe('IdempotencyInterceptor', () => {
       await lastValueFrom(await interceptor.intercept(context(), next(of(value))));
     }
     expect(store.calls.map((c) => c[0])).toEqual(['claim', 'claim', 'claim', 'claim']);
-    expect(warnings).not.toHaveBeenCalled();
+    expect(log.warnings).not.toHaveBeenCalled();
   });
 
   it('releases the key of a response written in parts', async () => {
@@ -180,7 +156,7 @@ describe('IdempotencyInterceptor', () => {
     res.raw.end('rest');
     await tick();
     expect(store.calls.map((c) => c[0])).toEqual(['claim', 'release']);
-    expect(warnings).toHaveBeenCalledWith('Pay.create: response not stored: the handler was streamed; the key is released');
+    expect(log.warnings).toHaveBeenCalledWith('Pay.create: response not stored: the handler was streamed; the key is released');
   });
 
   it('releases once when a response written in parts is also a returned stream', async () => {
@@ -193,12 +169,13 @@ describe('IdempotencyInterceptor', () => {
     values.complete();
     await tick();
     expect(store.calls.map((c) => c[0])).toEqual(['claim', 'release']);
-    expect(warnings).toHaveBeenCalledTimes(1);
+    expect(log.warnings).toHaveBeenCalledTimes(1);
   });
 });
 
 describe('IdempotencyInterceptor: a chain torn down or answered before the handler finished', () => {
-  spyOnLogger();
+  const log = spyOnLogger();
+  destroyProtocolsAfterEach();
   it('lets the handler finish after the subscriber goes away (client gone, outer timeout) and stores its own result', async () => {
     const { interceptor, context, res, held, ops, committed } = setup();
     const handler = new Subject<unknown>();
@@ -207,7 +184,7 @@ describe('IdempotencyInterceptor: a chain torn down or answered before the handl
     subscription.unsubscribe();
     expect(handler.observed).toBe(true);
     expect(held()).toBe(1);
-    expect(warnings).toHaveBeenCalledWith(
+    expect(log.warnings).toHaveBeenCalledWith(
       'Pay.create: the request was abandoned (client gone, or an outer timeout or error) before the handler finished; it runs to completion and its own result is stored',
     );
     // What an outer timeout answers is not the handler's result: it is not recorded.
@@ -278,7 +255,7 @@ describe('IdempotencyInterceptor: a chain torn down or answered before the handl
     await tick();
     expect(res.ended()).toBe(true);
     expect(ops()).toEqual(['claim']);
-    expect(warnings).toHaveBeenCalledWith(
+    expect(log.warnings).toHaveBeenCalledWith(
       'Pay.create: a response was sent before the handler finished; it runs to completion and its own result is stored',
     );
     handler.next({ ok: true });
@@ -342,7 +319,7 @@ describe('IdempotencyInterceptor: a chain torn down or answered before the handl
     handler.complete();
     await tick();
     expect(ops()).toEqual(['claim', 'release']);
-    expect(warnings.mock.calls.map((c: unknown[]) => c[0])).toEqual([
+    expect(log.warnings.mock.calls.map((c: unknown[]) => c[0])).toEqual([
       'Pay.create: a response was sent before the handler finished; it runs to completion and its own result is stored',
       'Pay.create: response not stored: the handler returned a stream; the key is released',
     ]);
@@ -359,7 +336,8 @@ describe('IdempotencyInterceptor: a chain torn down or answered before the handl
 });
 
 describe("IdempotencyInterceptor: the module's own answers", () => {
-  spyOnLogger();
+  const log = spyOnLogger();
+  destroyProtocolsAfterEach();
   it('writes a replay and seals the response before throwing it on', async () => {
     const { interceptor, store, context, res } = setup();
     const stored = { status: 201, headers: { 'content-type': 'application/json' }, body: Buffer.from('{"id":1}') };

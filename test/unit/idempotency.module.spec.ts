@@ -11,8 +11,10 @@ import {
   type IdempotencyOptionsFactory,
 } from '../../lib/index.js';
 import { IDEMPOTENCY_KEY_PROPERTY, IDEMPOTENCY_MODULE_OPTIONS, IDEMPOTENT_ROUTE_METADATA } from '../../lib/idempotency.constants.js';
-import { IdempotencyService } from '../../lib/idempotency.service.js';
-import type { ResolvedIdempotencyOptions } from '../../lib/utils/options.util.js';
+import { IdempotencyService, type ResolvedIdempotencyOptions } from '../../lib/index.js';
+import { httpContext } from '../support/contexts.js';
+import { Config, ConfigModule, OptionsFactory } from '../support/fixtures.js';
+import { createProtocol } from '../support/protocol.js';
 
 async function optionsOf(module: ReturnType<typeof IdempotencyModule.forRoot>, ...imports: unknown[]) {
   const app = await Test.createTestingModule({ imports: [module, ...(imports as never[])] }).compile();
@@ -22,21 +24,6 @@ async function optionsOf(module: ReturnType<typeof IdempotencyModule.forRoot>, .
   expect(app.get(IdempotencyExceptionFilter)).toBeInstanceOf(IdempotencyExceptionFilter);
   await app.close();
   return options;
-}
-
-@Injectable()
-class Config {
-  readonly ttlMs = 1234;
-}
-
-@Module({ providers: [Config], exports: [Config] })
-class ConfigModule {}
-
-@Injectable()
-class OptionsFactory implements IdempotencyOptionsFactory {
-  createIdempotencyOptions() {
-    return { keyPrefix: 'factory:' };
-  }
 }
 
 describe('IdempotencyModule', () => {
@@ -97,11 +84,11 @@ describe('IdempotencyModule', () => {
   });
 
   it('forRootAsync({ useClass }) instantiates the factory itself', async () => {
-    expect((await optionsOf(IdempotencyModule.forRootAsync({ useClass: OptionsFactory }))).keyPrefix).toBe('factory:');
+    expect((await optionsOf(IdempotencyModule.forRootAsync({ imports: [ConfigModule], useClass: OptionsFactory }))).keyPrefix).toBe('factory:');
   });
 
   it('forRootAsync({ useExisting }) uses a factory some module exports', async () => {
-    @Module({ providers: [OptionsFactory], exports: [OptionsFactory] })
+    @Module({ imports: [ConfigModule], providers: [OptionsFactory], exports: [OptionsFactory] })
     class FactoryModule {}
     const dynamic = IdempotencyModule.forRootAsync({ imports: [FactoryModule], useExisting: OptionsFactory });
     expect(dynamic.providers).not.toContainEqual({ provide: OptionsFactory, useClass: OptionsFactory });
@@ -135,6 +122,15 @@ describe('IdempotencyModule', () => {
       expect(consumer.filter).toBeInstanceOf(IdempotencyExceptionFilter);
       await app.close();
     }
+  });
+
+  it('closes the store on shutdown, if it can be closed', async () => {
+    const { store, options } = createProtocol();
+    await new IdempotencyModule(options).onApplicationShutdown();
+    expect(store.closed).toBe(1);
+    const bare = { claim: store.claim, commit: store.commit, release: store.release, renew: store.renew };
+    await expect(new IdempotencyModule({ ...options, store: bare }).onApplicationShutdown()).resolves.toBeUndefined();
+    await expect(new IdempotencyModule().onApplicationShutdown()).resolves.toBeUndefined();
   });
 
   it('every registration without a cache gets a store of its own', async () => {
@@ -171,7 +167,7 @@ describe('decorators', () => {
     const args = Reflect.getMetadata('__routeArguments__', Payments, 'a') as Record<string, { factory: Function }>;
     const [param] = Object.values(args);
     const request = { [IDEMPOTENCY_KEY_PROPERTY]: 'key-1' };
-    const context = { switchToHttp: () => ({ getRequest: () => request }) };
+    const context = httpContext({ request });
     expect(param.factory(undefined, context)).toBe('key-1');
   });
 });

@@ -1,13 +1,10 @@
-import { afterEach, beforeEach, describe, expect, it, jest } from '@jest/globals';
-import { type ExecutionContext, Logger } from '@nestjs/common';
-import type { ModuleRef } from '@nestjs/core';
-import { IdempotencyException, type IdempotencyModuleOptions, type StoredResponse } from '../../lib/index.js';
-import { IdempotencyService, type ActiveClaim } from '../../lib/idempotency.service.js';
-import { IDEMPOTENT_ROUTE_METADATA } from '../../lib/idempotency.constants.js';
-import { IdempotentReplay } from '../../lib/idempotent-replay.exception.js';
+import { describe, expect, it, jest } from '@jest/globals';
+import type { ExecutionContext } from '@nestjs/common';
+import { type ActiveClaim, IdempotencyException, type ResolvedRouteOptions, type StoredResponse } from '../../lib/index.js';
+import { IdempotentReplay } from '../../lib/exceptions/idempotent-replay.exception.js';
 import { requestFingerprint } from '../../lib/utils/fingerprint.util.js';
-import { resolveModuleOptions, type ResolvedRouteOptions } from '../../lib/utils/options.util.js';
-import { ScriptedStore } from '../support/scripted-store.js';
+import { spyOnLogger } from '../support/logger.js';
+import { createProtocol } from '../support/protocol.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const context = { marker: 'context' } as unknown as ExecutionContext;
@@ -27,11 +24,7 @@ const request = (key?: string | string[], over: Record<string, unknown> = {}) =>
 });
 const response: StoredResponse = { status: 201, headers: { 'content-type': 'text/plain' }, body: Buffer.from('ok') };
 
-function setup(options: IdempotencyModuleOptions = {}, moduleRef: Partial<ModuleRef> = {}) {
-  const store = new ScriptedStore();
-  const service = new IdempotencyService(resolveModuleOptions({ cache: store, ...options }), moduleRef as ModuleRef);
-  return { store, service };
-}
+const setup = createProtocol;
 
 async function rejection(promise: Promise<unknown>): Promise<unknown> {
   try {
@@ -49,22 +42,8 @@ async function httpError(promise: Promise<unknown>) {
   return { status: e.getStatus(), reason: e.reason, headers: e.headers };
 }
 
-let errors: ReturnType<typeof jest.spyOn>;
-let warnings: ReturnType<typeof jest.spyOn>;
-// Inside each describe, not at the root: test/mutation/ imports this file next to others.
-function spyOnLogger(): void {
-  beforeEach(() => {
-    errors = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
-    warnings = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
-  });
-  afterEach(() => {
-    jest.restoreAllMocks();
-    jest.useRealTimers();
-  });
-}
-
 describe('IdempotencyService.begin: the key', () => {
-  spyOnLogger();
+  const log = spyOnLogger();
   it('claims with the key, an owner token, the fingerprint, the lease and the route ttl', async () => {
     const { store, service } = setup({ leaseMs: 900 });
     const claim = (await service.begin(request('k-1'), context, route({ ttlMs: 77 })))!;
@@ -150,7 +129,7 @@ describe('IdempotencyService.begin: the key', () => {
 });
 
 describe('IdempotencyService.begin: the identity scope', () => {
-  spyOnLogger();
+  const log = spyOnLogger();
   it('passes request and context to the identity function and escapes its scope into the key', async () => {
     const identity = jest.fn((_req: unknown, _ctx: ExecutionContext) => 'acct:1%');
     const { store, service } = setup();
@@ -178,7 +157,7 @@ describe('IdempotencyService.begin: the identity scope', () => {
         reason: 'the caller scope of this request could not be resolved',
         headers: {},
       });
-      expect(errors).toHaveBeenLastCalledWith(`Pay.create: the identity resolver returned ${what}, not a scope; answering 500`);
+      expect(log.errors).toHaveBeenLastCalledWith(`Pay.create: the identity resolver returned ${what}, not a scope; answering 500`);
     }
     expect(store.calls).toEqual([]);
   });
@@ -208,8 +187,8 @@ describe('IdempotencyService.begin: the identity scope', () => {
       }
     }
     const get = jest.fn((_type: unknown, _options: unknown) => new Resolver('got'));
-    const { store, service } = setup({}, { get: get as never });
-    await service.prepareIdentity(Resolver);
+    const { store, service, identities } = setup({}, { get: get as never });
+    await identities.prepare(Resolver);
     await service.begin(request('k1'), context, route({ identity: Resolver }));
     await service.begin(request('k2'), context, route({ identity: Resolver }));
     expect(get).toHaveBeenCalledTimes(1);
@@ -230,15 +209,15 @@ describe('IdempotencyService.begin: the identity scope', () => {
 
   it('prepareIdentity leaves functions and no identity alone', async () => {
     const get = jest.fn();
-    const { service } = setup({}, { get: get as never });
-    await service.prepareIdentity(undefined);
-    await service.prepareIdentity(() => 'x');
+    const { identities } = setup({}, { get: get as never });
+    await identities.prepare(undefined);
+    await identities.prepare(() => 'x');
     expect(get).not.toHaveBeenCalled();
   });
 });
 
 describe('IdempotencyService.begin: the body and the store', () => {
-  spyOnLogger();
+  const log = spyOnLogger();
   it('answers 400 to a body nested too deeply and rethrows other serialisation errors', async () => {
     const { store, service } = setup();
     let deep: unknown = 1;
@@ -266,7 +245,7 @@ describe('IdempotencyService.begin: the body and the store', () => {
       reason: 'idempotency store unavailable; retry shortly',
       headers: { 'retry-after': '1' },
     });
-    expect(errors).toHaveBeenCalledWith('Pay.create: claim failed, answering 503: ECONNREFUSED');
+    expect(log.errors).toHaveBeenCalledWith('Pay.create: claim failed, answering 503: ECONNREFUSED');
   });
 
   it('releases a claim whose outcome is unknown as soon as the store answers, retrying until the lease would be over', async () => {
@@ -370,154 +349,31 @@ describe('IdempotencyService.begin: the body and the store', () => {
   });
 });
 
-describe('IdempotencyService: commit, release, leases', () => {
-  spyOnLogger();
+describe('IdempotencyService: commit and release', () => {
+  const log = spyOnLogger();
   const claim: ActiveClaim = { key: 'k', cacheKey: 'idem:%:k', owner: 'me', fingerprint: 'fp', ttlMs: 500, route: 'Pay.create', claimedAt: Date.now() };
 
   it('commits the response for the route ttl, and only logs when that fails', async () => {
     const { store, service } = setup();
     await service.commit(claim, response);
     expect(store.calls).toEqual([['commit', 'idem:%:k', 'me', { fingerprint: 'fp', response }, 500]]);
-    expect(warnings).not.toHaveBeenCalled();
+    expect(log.warnings).not.toHaveBeenCalled();
     store.commitAnswer = async () => false;
     await service.commit(claim, response);
-    expect(warnings).toHaveBeenCalledWith('Pay.create: response not stored: the claim had expired and the key was taken over');
-    expect((warnings.mock.contexts[0] as { context?: string }).context).toBe('Idempotency');
+    expect(log.warnings).toHaveBeenCalledWith('Pay.create: response not stored: the claim had expired and the key was taken over');
+    expect((log.warnings.mock.contexts[0] as { context?: string }).context).toBe('Idempotency');
     store.commitAnswer = () => Promise.reject(new Error('down'));
     await expect(service.commit(claim, response)).resolves.toBeUndefined();
-    expect(errors).toHaveBeenCalledWith('Pay.create: response not stored, the claim expires with its lease: down');
+    expect(log.errors).toHaveBeenCalledWith('Pay.create: response not stored, the claim expires with its lease: down');
   });
 
   it('releases the caller\'s claim, and only logs when that fails', async () => {
     const { store, service } = setup();
     await service.release(claim);
     expect(store.calls).toEqual([['release', 'idem:%:k', 'me']]);
-    expect(errors).not.toHaveBeenCalled();
+    expect(log.errors).not.toHaveBeenCalled();
     store.releaseAnswer = () => Promise.reject(new Error('down'));
     await expect(service.release(claim)).resolves.toBeUndefined();
-    expect(errors).toHaveBeenCalledWith('Pay.create: claim not released, it expires with its lease: down');
-  });
-
-  it('renews every held claim each third of the lease, with one timer, until unheld', async () => {
-    jest.useFakeTimers();
-    const { store, service } = setup({ leaseMs: 10 });
-    const other = { ...claim, cacheKey: 'idem:%:k2', owner: 'you' };
-    service.hold(claim);
-    service.hold(other);
-    expect(jest.getTimerCount()).toBe(1);
-    jest.advanceTimersByTime(2);
-    expect(store.calls).toEqual([]);
-    jest.advanceTimersByTime(1);
-    expect(store.calls).toEqual([
-      ['renew', 'idem:%:k', 'me', 10],
-      ['renew', 'idem:%:k2', 'you', 10],
-    ]);
-    service.unhold(claim);
-    store.calls.length = 0;
-    jest.advanceTimersByTime(3);
-    expect(store.calls).toEqual([['renew', 'idem:%:k2', 'you', 10]]);
-    service.unhold(other);
-    store.calls.length = 0;
-    jest.advanceTimersByTime(30);
-    expect(store.calls).toEqual([]);
-    expect(jest.getTimerCount()).toBe(1);
-    service.onModuleDestroy();
-    expect(jest.getTimerCount()).toBe(0);
-  });
-
-  it('stops renewing a claim held for maxHoldMs, with a warning naming the route', async () => {
-    jest.useFakeTimers({ now: 1_000 });
-    const { store, service } = setup({ leaseMs: 30, maxHoldMs: 60 });
-    const held = { ...claim, claimedAt: 1_000 };
-    service.hold(held);
-    jest.advanceTimersByTime(50);
-    expect(store.calls).toHaveLength(5);
-    expect(warnings).not.toHaveBeenCalled();
-    jest.advanceTimersByTime(10);
-    expect(store.calls).toHaveLength(5);
-    expect(warnings).toHaveBeenCalledWith(
-      'Pay.create: the handler has held its key for 60 ms (maxHoldMs) without finishing; the lease is no longer renewed and lapses, after which a retry runs the handler again',
-    );
-    jest.advanceTimersByTime(100);
-    expect(store.calls).toHaveLength(5);
-    expect(warnings).toHaveBeenCalledTimes(1);
-    service.onModuleDestroy();
-  });
-
-  it('logs a lost lease and a failed renewal', async () => {
-    jest.useFakeTimers();
-    const { store, service } = setup({ leaseMs: 3 });
-    service.hold(claim);
-    store.renewAnswer = async () => false;
-    await jest.advanceTimersByTimeAsync(1);
-    expect(warnings).toHaveBeenCalledWith('Pay.create: lease lost while the handler was still running');
-    expect(errors).not.toHaveBeenCalled();
-    warnings.mockClear();
-    store.renewAnswer = () => Promise.reject(new Error('timeout'));
-    await jest.advanceTimersByTimeAsync(1);
-    expect(errors).toHaveBeenCalledWith('Pay.create: lease renewal failed: timeout');
-    expect(warnings).not.toHaveBeenCalled();
-    store.renewAnswer = async () => true;
-    errors.mockClear();
-    await jest.advanceTimersByTimeAsync(1);
-    expect(warnings).not.toHaveBeenCalled();
-    expect(errors).not.toHaveBeenCalled();
-    service.onModuleDestroy();
-  });
-
-  it('keeps its timer from holding the process open, and starts a new one after destroy', () => {
-    const { service } = setup({ leaseMs: 60_000 });
-    service.hold(claim);
-    const timer = (service as unknown as { renewal: NodeJS.Timeout }).renewal;
-    expect(timer.hasRef()).toBe(false);
-    service.onModuleDestroy();
-    expect((service as unknown as { renewal?: NodeJS.Timeout }).renewal).toBeUndefined();
-    service.hold(claim);
-    const next = (service as unknown as { renewal: NodeJS.Timeout }).renewal;
-    expect(next).toBeDefined();
-    expect(next).not.toBe(timer);
-    service.onModuleDestroy();
-  });
-
-  it('forgets held claims on destroy', async () => {
-    jest.useFakeTimers();
-    const { store, service } = setup({ leaseMs: 3 });
-    service.hold(claim);
-    service.onModuleDestroy();
-    service.hold({ ...claim, owner: 'new' });
-    jest.advanceTimersByTime(1);
-    expect(store.calls).toEqual([['renew', 'idem:%:k', 'new', 3]]);
-    service.onModuleDestroy();
-  });
-
-  it('closes the store on shutdown, if it can be closed', async () => {
-    const { store, service } = setup();
-    await service.onApplicationShutdown();
-    expect(store.closed).toBe(1);
-    const bare = { claim: store.claim, commit: store.commit, release: store.release, renew: store.renew };
-    const plain = new IdempotencyService(resolveModuleOptions({ cache: bare }), {} as ModuleRef);
-    await expect(plain.onApplicationShutdown()).resolves.toBeUndefined();
-  });
-});
-
-describe('IdempotencyService.routeOptions', () => {
-  spyOnLogger();
-  it('reads @Idempotent() metadata once per handler and names the handler in errors', () => {
-    const { service } = setup({ ttlMs: 9 });
-    const handler = () => undefined;
-    Reflect.defineMetadata(IDEMPOTENT_ROUTE_METADATA, { ttlMs: 5 }, handler);
-    class Pay {}
-    const first = service.routeOptions(Pay, handler);
-    expect(first).toEqual({ id: 'Pay.handler', ttlMs: 5, missingHeader: 'reject', identity: undefined });
-    Reflect.defineMetadata(IDEMPOTENT_ROUTE_METADATA, { ttlMs: 6 }, handler);
-    expect(service.routeOptions(Pay, handler)).toBe(first);
-    const other = () => undefined;
-    expect(service.routeOptions(Pay, other)).toEqual({ id: 'Pay.other', ttlMs: 9, missingHeader: 'reject', identity: undefined });
-    const bad = () => undefined;
-    Reflect.defineMetadata(IDEMPOTENT_ROUTE_METADATA, { ttlMs: -1 }, bad);
-    expect(() => service.routeOptions(Pay, bad)).toThrow('@Idempotent(): ttlMs must be an integer from 1 to 31536000000, got -1');
-    const named = () => undefined;
-    Reflect.defineMetadata(IDEMPOTENT_ROUTE_METADATA, { ttlMs: -1 }, named);
-    expect(() => service.routeOptions(Pay, named, '@Idempotent() on A.b()')).toThrow('@Idempotent() on A.b(): ttlMs');
+    expect(log.errors).toHaveBeenCalledWith('Pay.create: claim not released, it expires with its lease: down');
   });
 });

@@ -1,0 +1,27 @@
+/** The subset of Express and Fastify requests the protocol reads. */
+export interface HttpRequestLike {
+  method: string;
+  url: string;
+  originalUrl?: string;
+  headers: Record<string, string | string[] | undefined>;
+  body?: unknown;
+  /** Fastify's request wraps Node's; Express's is Node's. */
+  raw?: { readableEnded?: boolean };
+  readableEnded?: boolean;
+}
+
+/** The request target as received (path and query): Express rewrites `url` under a mounted router. */
+export function requestTarget(request: HttpRequestLike): string {
+  return request.originalUrl ?? request.url;
+}
+
+/**
+ * A body was sent that nothing has read: no body parser took its media type, so `request.body`
+ * does not show it and the fingerprint cannot tell two such bodies apart.
+ */
+export function hasUnreadBody(request: HttpRequestLike): boolean {
+  const { headers } = request;
+  const sent =
+    headers['transfer-encoding'] !== undefined || (headers['content-length'] !== undefined && headers['content-length'] !== '0');
+  return sent && (request.raw ?? request).readableEnded === false;
+}

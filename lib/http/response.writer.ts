@@ -1,0 +1,50 @@
+import type { ServerResponse } from 'node:http';
+import type { StoredResponse } from '../interfaces/stored-response.interface.js';
+import { isFastifyReply } from './response.adapter.js';
+
+const returnThis = function (this: unknown) {
+  return this;
+};
+
+function sealed(result: (self: unknown) => unknown) {
+  return function (this: unknown, ...args: unknown[]) {
+    // Whoever waits on a write's callback must not wait for ever: call it, as for a finished write.
+    const callback = args.find((a) => typeof a === 'function') as (() => void) | undefined;
+    if (callback) process.nextTick(callback);
+    return result(this);
+  };
+}
+
+const SEALED_RAW = {
+  setHeader: returnThis,
+  appendHeader: returnThis,
+  removeHeader: returnThis,
+  writeHead: returnThis,
+  flushHeaders: returnThis,
+  write: sealed(() => true),
+  end: sealed((self) => self),
+};
+const SEALED_REPLY = { code: returnThis, status: returnThis, header: returnThis, headers: returnThis, type: returnThis, send: returnThis };
+
+/**
+ * Sends `response` as the final answer, then seals the response: whatever a filter, an interceptor
+ * or the framework writes after it (an application's catch-all filter answering the exception the
+ * interceptor throws next) changes nothing. Headers already on the response (set by middleware for
+ * this request: CORS, a request id) stay unless `response` has its own value for them.
+ */
+export function sendFinal(res: object, response: StoredResponse, extraHeaders: Readonly<Record<string, string>>): void {
+  if (isFastifyReply(res)) {
+    res.code(response.status);
+    for (const name of Object.keys(response.headers)) res.header(name, response.headers[name]);
+    for (const name of Object.keys(extraHeaders)) res.header(name, extraHeaders[name]);
+    res.send(response.body.length > 0 ? response.body : undefined);
+    Object.assign(res, SEALED_REPLY);
+    return;
+  }
+  const raw = res as ServerResponse;
+  raw.statusCode = response.status;
+  for (const name of Object.keys(response.headers)) raw.setHeader(name, response.headers[name]);
+  for (const name of Object.keys(extraHeaders)) raw.setHeader(name, extraHeaders[name]);
+  raw.end(response.body);
+  Object.assign(raw, SEALED_RAW);
+}

@@ -1,0 +1,49 @@
+import type { OutgoingHttpHeaders } from 'node:http';
+
+/**
+ * Headers a replay must not repeat: hop-by-hop ones (RFC 9110 §7.6.1), those the server computes
+ * for each response, and cookies, which belong to the first caller's session only.
+ */
+const UNSTORED_HEADERS = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'content-length',
+  'date',
+  'set-cookie',
+]);
+
+export type HeaderInput = OutgoingHttpHeaders | readonly (string | string[])[] | undefined;
+/** Headers the response held before the handler ran (lower-case names). */
+export type HeaderSnapshot = Readonly<Record<string, unknown>>;
+
+export function addHeaders(target: Record<string, string | string[]>, headers: HeaderInput, before: HeaderSnapshot): void {
+  if (!headers) return;
+  if (Array.isArray(headers)) {
+    // writeHead(status, [name, value, name, value, ...])
+    for (let i = 0; i + 1 < headers.length; i += 2) addHeader(target, String(headers[i]), headers[i + 1], before);
+    return;
+  }
+  for (const name of Object.keys(headers)) addHeader(target, name, (headers as OutgoingHttpHeaders)[name], before);
+}
+
+function addHeader(target: Record<string, string | string[]>, name: string, value: unknown, before: HeaderSnapshot): void {
+  const lower = name.toLowerCase();
+  if (value === undefined || UNSTORED_HEADERS.has(lower)) return;
+  // Set for this request before the handler ran (CORS, a request id): a retry gets its own.
+  if (lower in before && String(before[lower]) === String(value)) return;
+  target[lower] = Array.isArray(value) ? value.map(String) : String(value);
+}
+
+/** The headers of `headers` a record keeps: neither unstored ones nor those unchanged since `before`. */
+export function storableHeaders(headers: Readonly<Record<string, unknown>>, before: HeaderSnapshot): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  addHeaders(out, headers as OutgoingHttpHeaders, before);
+  return out;
+}

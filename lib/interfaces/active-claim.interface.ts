@@ -1,0 +1,16 @@
+/** A key this process holds while its handler runs. */
+export interface ActiveClaim {
+  /** The key as the client sent it (validated). */
+  readonly key: string;
+  /** The key in the store: prefix, escaped scope and key. */
+  readonly cacheKey: string;
+  /** Random token that fences every later store call to this claim. */
+  readonly owner: string;
+  readonly fingerprint: string;
+  /** How long the committed record is kept, in ms. */
+  readonly ttlMs: number;
+  /** The handler (`Controller.method`), for log lines. */
+  readonly route: string;
+  /** When the key was claimed (epoch ms): renewal stops `maxHoldMs` after it. */
+  readonly claimedAt: number;
+}

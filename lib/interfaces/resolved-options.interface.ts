@@ -1,0 +1,31 @@
+import type { IdempotencyStore } from './idempotency-store.interface.js';
+import type { MissingHeaderPolicy } from './idempotent-options.interface.js';
+import type { IdempotencyIdentity } from './identity-resolver.interface.js';
+
+/**
+ * Module options with every default filled in; built once at startup. This is what the
+ * `IDEMPOTENCY_MODULE_OPTIONS` token provides.
+ */
+export interface ResolvedIdempotencyOptions {
+  /** The store in use: the `cache` option, or the module's own `InMemoryCache`. */
+  readonly store: IdempotencyStore;
+  readonly ttlMs: number;
+  readonly leaseMs: number;
+  readonly maxHoldMs: number;
+  /** Lower case, as Node hands header names over. */
+  readonly headerName: string;
+  readonly keyPrefix: string;
+  readonly maxKeyLength: number;
+  readonly maxScopeLength: number;
+  readonly missingHeader: MissingHeaderPolicy;
+  readonly identity: IdempotencyIdentity | undefined;
+}
+
+/** The options one route runs with: the module's, overridden by its `@Idempotent()` options. */
+export interface ResolvedRouteOptions {
+  /** `Controller.method`: part of the fingerprint (a key sent to another handler is a 422) and of log lines. */
+  readonly id: string;
+  readonly ttlMs: number;
+  readonly missingHeader: MissingHeaderPolicy;
+  readonly identity: IdempotencyIdentity | undefined;
+}

@@ -1,0 +1,69 @@
+import {
+  DEFAULT_HEADER_NAME,
+  DEFAULT_KEY_PREFIX,
+  DEFAULT_LEASE_MS,
+  DEFAULT_MAX_HOLD_MS,
+  DEFAULT_MAX_KEY_LENGTH,
+  DEFAULT_MAX_SCOPE_LENGTH,
+  DEFAULT_TTL_MS,
+  MAX_TIMER_MS,
+  MAX_TTL_MS,
+} from '../idempotency.constants.js';
+import { CONFIG_ERRORS } from '../idempotency.messages.js';
+import type { IdempotencyModuleOptions } from '../interfaces/idempotency-module-options.interface.js';
+import type { IdempotencyStore } from '../interfaces/idempotency-store.interface.js';
+import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
+import { fail, identityOption, integerIn, missingHeaderPolicy, refuseUnknownKeys } from './option.validators.js';
+
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const STORE_METHODS = ['claim', 'commit', 'release', 'renew'] as const;
+
+const MODULE_KEYS = [
+  'cache',
+  'ttlMs',
+  'leaseMs',
+  'maxHoldMs',
+  'headerName',
+  'keyPrefix',
+  'maxKeyLength',
+  'maxScopeLength',
+  'missingHeader',
+  'identity',
+] as const;
+
+/**
+ * Validates module options and fills in defaults; throws a plain Error naming the bad option.
+ * `defaultStore` builds the store used when `cache` is not given (the module decides which);
+ * `registration` names the call the options came through (`forRoot()` or `forRootAsync()`).
+ */
+export function resolveModuleOptions(
+  options: IdempotencyModuleOptions,
+  defaultStore: () => IdempotencyStore,
+  registration?: string,
+): ResolvedIdempotencyOptions {
+  const where = 'IdempotencyModule';
+  if (options === null || typeof options !== 'object') fail(where, CONFIG_ERRORS.notAnObject);
+  refuseUnknownKeys(where, options, MODULE_KEYS, registration);
+  const store = options.cache ?? defaultStore();
+  for (const method of STORE_METHODS) {
+    if (typeof (store as unknown as Record<string, unknown>)[method] !== 'function') fail(where, CONFIG_ERRORS.notAStore(method));
+  }
+  const headerName = options.headerName ?? DEFAULT_HEADER_NAME;
+  if (typeof headerName !== 'string' || !TOKEN.test(headerName)) fail(where, CONFIG_ERRORS.headerName);
+  const keyPrefix = options.keyPrefix ?? DEFAULT_KEY_PREFIX;
+  if (typeof keyPrefix !== 'string' || /[\x00-\x20\x7f]/.test(keyPrefix)) fail(where, CONFIG_ERRORS.keyPrefix);
+  // Timer-driven durations stop at what setTimeout can wait: past it Node fires after 1 ms.
+  const leaseMs = integerIn(where, 'leaseMs', options.leaseMs, DEFAULT_LEASE_MS, 3, MAX_TIMER_MS);
+  return {
+    store,
+    ttlMs: integerIn(where, 'ttlMs', options.ttlMs, DEFAULT_TTL_MS, 1, MAX_TTL_MS),
+    leaseMs,
+    maxHoldMs: integerIn(where, 'maxHoldMs', options.maxHoldMs, Math.max(DEFAULT_MAX_HOLD_MS, leaseMs), leaseMs, MAX_TIMER_MS),
+    headerName: headerName.toLowerCase(),
+    keyPrefix,
+    maxKeyLength: integerIn(where, 'maxKeyLength', options.maxKeyLength, DEFAULT_MAX_KEY_LENGTH, 1, Number.MAX_SAFE_INTEGER),
+    maxScopeLength: integerIn(where, 'maxScopeLength', options.maxScopeLength, DEFAULT_MAX_SCOPE_LENGTH, 1, Number.MAX_SAFE_INTEGER),
+    missingHeader: missingHeaderPolicy(where, options.missingHeader, 'reject'),
+    identity: identityOption(where, options.identity),
+  };
+}

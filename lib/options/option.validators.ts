@@ -1,0 +1,74 @@
+import { CONFIG_ERRORS } from '../idempotency.messages.js';
+import type { MissingHeaderPolicy } from '../interfaces/idempotent-options.interface.js';
+import type { IdempotencyIdentity } from '../interfaces/identity-resolver.interface.js';
+
+/** Keys of forRoot()/forRootAsync() themselves: they decide how the module is registered. */
+const REGISTRATION_KEYS = new Set(['isGlobal', 'imports', 'inject', 'useFactory', 'useClass', 'useExisting', 'extraProviders']);
+/** Slips too far from the right name for an edit distance to find it. */
+const SLIPS: Readonly<Record<string, string>> = { store: 'cache', header: 'headerName', prefix: 'keyPrefix' };
+
+/** Throws the startup error for an option; `where` names what was being configured. */
+export function fail(where: string, message: string): never {
+  throw new Error(`${where}: ${message}`);
+}
+
+function distance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) {
+      next[j] = Math.min(row[j] + 1, next[j - 1] + 1, row[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    row = next;
+  }
+  return row[b.length];
+}
+
+/** The valid key a misspelt one most likely meant, if any is close. */
+function nearestKey(key: string, valid: readonly string[]): string | undefined {
+  const lower = key.toLowerCase();
+  if (SLIPS[lower] && valid.includes(SLIPS[lower])) return SLIPS[lower];
+  let best: string | undefined;
+  let bestDistance = 3;
+  for (const candidate of valid) {
+    const d = distance(lower, candidate.toLowerCase());
+    if (d < bestDistance) {
+      best = candidate;
+      bestDistance = d;
+    }
+  }
+  return best;
+}
+
+/** Fails on a key no option has: a slip like `store` for `cache` would otherwise start on defaults. */
+export function refuseUnknownKeys(where: string, options: object, valid: readonly string[], registration: string | undefined): void {
+  for (const key of Object.keys(options)) {
+    if (valid.includes(key)) continue;
+    if (registration && REGISTRATION_KEYS.has(key)) {
+      fail(
+        where,
+        registration === 'forRoot()' ? CONFIG_ERRORS.forRootAsyncOnly(key) : CONFIG_ERRORS.registrationOnly(key, registration),
+      );
+    }
+    fail(where, CONFIG_ERRORS.unknownOption(key, nearestKey(key, valid), valid));
+  }
+}
+
+export function integerIn(where: string, name: string, value: unknown, fallback: number, min: number, max: number): number {
+  if (value === undefined) return fallback;
+  // Number.isSafeInteger is false for anything but a number.
+  const n = value as number;
+  if (!Number.isSafeInteger(n) || n < min || n > max) fail(where, CONFIG_ERRORS.integer(name, min, max, value));
+  return n;
+}
+
+export function missingHeaderPolicy(where: string, value: unknown, fallback: MissingHeaderPolicy): MissingHeaderPolicy {
+  if (value === undefined) return fallback;
+  if (value !== 'reject' && value !== 'pass-through') fail(where, CONFIG_ERRORS.missingHeader(value));
+  return value;
+}
+
+export function identityOption(where: string, value: unknown): IdempotencyIdentity | undefined {
+  if (value !== undefined && typeof value !== 'function') fail(where, CONFIG_ERRORS.identity);
+  return value as IdempotencyIdentity | undefined;
+}

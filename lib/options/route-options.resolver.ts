@@ -1,0 +1,24 @@
+import { MAX_TTL_MS } from '../idempotency.constants.js';
+import { CONFIG_ERRORS } from '../idempotency.messages.js';
+import type { IdempotentOptions } from '../interfaces/idempotent-options.interface.js';
+import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from '../interfaces/resolved-options.interface.js';
+import { fail, identityOption, integerIn, missingHeaderPolicy, refuseUnknownKeys } from './option.validators.js';
+
+const ROUTE_KEYS = ['ttlMs', 'identity', 'missingHeader'] as const;
+
+/** Validates `@Idempotent()` options against the module's; `where` names the handler in errors. */
+export function resolveRouteOptions(
+  where: string,
+  id: string,
+  route: IdempotentOptions,
+  module: ResolvedIdempotencyOptions,
+): ResolvedRouteOptions {
+  if (route === null || typeof route !== 'object') fail(where, CONFIG_ERRORS.notAnObject);
+  refuseUnknownKeys(where, route, ROUTE_KEYS, undefined);
+  return {
+    id,
+    ttlMs: integerIn(where, 'ttlMs', route.ttlMs, module.ttlMs, 1, MAX_TTL_MS),
+    missingHeader: missingHeaderPolicy(where, route.missingHeader, module.missingHeader),
+    identity: 'identity' in route ? identityOption(where, route.identity) : module.identity,
+  };
+}

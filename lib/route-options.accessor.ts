@@ -1,0 +1,33 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { IDEMPOTENCY_MODULE_OPTIONS, IDEMPOTENT_ROUTE_METADATA } from './idempotency.constants.js';
+import type { IdempotentOptions } from './interfaces/idempotent-options.interface.js';
+import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
+import { resolveRouteOptions } from './options/route-options.resolver.js';
+
+/**
+ * Reads what `@Idempotent()` put on a handler and merges it with the module options, once per
+ * handler: the explorer does it at bootstrap (so a bad option fails the start), the interceptor
+ * then finds the result cached.
+ */
+@Injectable()
+export class RouteOptionsAccessor {
+  private readonly routes = new WeakMap<object, ResolvedRouteOptions>();
+
+  constructor(@Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions) {}
+
+  /** Whether `handler` carries `@Idempotent()`. */
+  isIdempotent(handler: object): boolean {
+    return Reflect.hasMetadata(IDEMPOTENT_ROUTE_METADATA, handler);
+  }
+
+  /** The options of a decorated handler of `type`; `where` names it in a startup error. */
+  get(type: { name: string }, handler: { name: string }, where = '@Idempotent()'): ResolvedRouteOptions {
+    let resolved = this.routes.get(handler);
+    if (!resolved) {
+      const route = (Reflect.getMetadata(IDEMPOTENT_ROUTE_METADATA, handler) ?? {}) as IdempotentOptions;
+      resolved = resolveRouteOptions(where, `${type.name}.${handler.name}`, route, this.options);
+      this.routes.set(handler, resolved);
+    }
+    return resolved;
+  }
+}

@@ -1,0 +1,120 @@
+import { Logger } from '@nestjs/common';
+import { createHash } from 'node:crypto';
+import { MAX_TIMER_MS } from '../idempotency.constants.js';
+import { CONFIG_ERRORS, LOGS, STORE_ERRORS } from '../idempotency.messages.js';
+import type { ClaimOutcome, IdempotencyClaim, IdempotencyRecord, IdempotencyStore } from '../interfaces/idempotency-store.interface.js';
+import { decodeEntry, encodeClaim, encodeRecord, ownerPrefix } from './store-value.codec.js';
+import { RedisCacheOptions, type RedisClientLike } from './redis-cache.options.js';
+import { SCRIPTS, type ScriptedClient } from './redis.scripts.js';
+
+class RedisTimeoutError extends Error {}
+
+/**
+ * An {@link IdempotencyStore} on Redis (ioredis 6, standalone or Cluster), shared by every pod.
+ * A first request costs two commands (claim, commit), a replay or a conflict one.
+ */
+export class RedisCache implements IdempotencyStore {
+  private readonly logger = new Logger('RedisCache');
+  private readonly client: Promise<ScriptedClient>;
+  private readonly owned: boolean;
+  private readonly timeoutMs: number;
+
+  constructor(options: RedisCacheOptions) {
+    if (!(options instanceof RedisCacheOptions)) throw new Error(CONFIG_ERRORS.redisOptions);
+    const { url, client, commandTimeoutMs } = options;
+    if (!url && !client) throw new Error(CONFIG_ERRORS.redisTarget);
+    if (!Number.isSafeInteger(commandTimeoutMs) || commandTimeoutMs < 1 || commandTimeoutMs > MAX_TIMER_MS) {
+      throw new Error(CONFIG_ERRORS.redisTimeout(MAX_TIMER_MS, commandTimeoutMs));
+    }
+    this.timeoutMs = commandTimeoutMs;
+    this.owned = !client;
+    this.client = client ? Promise.resolve(this.prepare(client)) : this.connect(url!, options.redisOptions);
+    // A failed connect surfaces on the first command; don't let it be an unhandled rejection before.
+    this.client.catch(() => undefined);
+  }
+
+  async claim(key: string, claim: IdempotencyClaim): Promise<ClaimOutcome> {
+    const client = await this.client;
+    const value = encodeClaim(claim.owner, claim.fingerprint);
+    const held = await this.bounded(client.nestjsIdempotencyClaimBuffer(key, value, claim.leaseMs));
+    if (held === null) return { state: 'claimed' };
+    if (typeof held === 'number') {
+      this.foreign();
+      return { state: 'claimed' };
+    }
+    const outcome = decodeEntry(held);
+    if (outcome) return outcome;
+    // A value our codec cannot read: nothing of ours is there, so the key is free. Replaced only if
+    // unchanged, in one more round trip that only such a key costs.
+    this.foreign();
+    const sha1 = createHash('sha1').update(held).digest('hex');
+    const now = await this.bounded(client.nestjsIdempotencyTakeOverBuffer(key, sha1, value, claim.leaseMs));
+    const after = now && decodeEntry(now);
+    if (now && !after) throw new Error(STORE_ERRORS.redisForeign);
+    return after ?? { state: 'claimed' };
+  }
+
+  async commit(key: string, owner: string, record: IdempotencyRecord, ttlMs: number): Promise<boolean> {
+    const client = await this.client;
+    return (await this.bounded(client.nestjsIdempotencyCommit(key, ownerPrefix(owner), encodeRecord(record), ttlMs))) === 1;
+  }
+
+  async release(key: string, owner: string): Promise<boolean> {
+    const client = await this.client;
+    return (await this.bounded(client.nestjsIdempotencyRelease(key, ownerPrefix(owner)))) === 1;
+  }
+
+  async renew(key: string, owner: string, leaseMs: number): Promise<boolean> {
+    const client = await this.client;
+    return (await this.bounded(client.nestjsIdempotencyRenew(key, ownerPrefix(owner), leaseMs))) === 1;
+  }
+
+  private foreign(): void {
+    this.logger.warn(LOGS.foreignValue);
+  }
+
+  /** Closes the client only when this store created it. */
+  async close(): Promise<void> {
+    if (!this.owned) return;
+    const client = await this.client.catch(() => undefined);
+    if (!client) return;
+    await client.quit().catch(() => client.disconnect());
+  }
+
+  private prepare(client: RedisClientLike): ScriptedClient {
+    for (const [name, lua] of Object.entries(SCRIPTS)) client.defineCommand(name, { numberOfKeys: 1, lua });
+    return client as ScriptedClient;
+  }
+
+  private async connect(url: string, redisOptions: Readonly<Record<string, unknown>>): Promise<ScriptedClient> {
+    // Loaded here, not at import: the in-memory path must run without ioredis installed.
+    const ioredis = (await import('ioredis')) as unknown as { Redis: new (url: string, options: object) => RedisClientLike };
+    const client = new ioredis.Redis(url, {
+      // Commands wait at most one reconnect attempt while Redis is away, then fail (503 upstream)
+      // instead of queueing and running late.
+      maxRetriesPerRequest: 1,
+      retryStrategy: (times: number) => Math.min(times * 100, 1000),
+      ...redisOptions,
+    });
+    let down = false;
+    client.on('error', (err: Error) => {
+      if (down) return;
+      down = true;
+      this.logger.error(LOGS.redisDown(err.message));
+    });
+    client.on('ready', () => {
+      if (down) this.logger.log(LOGS.redisUp);
+      down = false;
+    });
+    return this.prepare(client);
+  }
+
+  private bounded<T>(command: Promise<T>): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new RedisTimeoutError(STORE_ERRORS.redisTimeout(this.timeoutMs))), this.timeoutMs);
+      timer.unref();
+    });
+    return Promise.race([command, timeout]).finally(() => clearTimeout(timer));
+  }
+}

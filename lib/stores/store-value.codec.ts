@@ -1,0 +1,72 @@
+import type { ClaimOutcome, IdempotencyRecord } from '../interfaces/idempotency-store.interface.js';
+import type { StoredResponse } from '../interfaces/stored-response.interface.js';
+
+const CLAIM_TAG = 0x43; // 'C'
+const RECORD_TAG = 0x52; // 'R'
+const NL = 0x0a;
+
+// One flat value per key, for Redis and for InMemoryCache alike (one Buffer costs far less memory
+// than the objects of a record): "C<owner>\n<fingerprint>" for a claim and
+// "R<fingerprint>\n<status>\n<headers JSON>\n<body>" for a record. Owner, fingerprint, status and
+// the JSON never hold a raw newline; the body is raw bytes.
+
+/** The start of a claim value: what fenced operations compare. */
+export function ownerPrefix(owner: string): string {
+  return `C${owner}\n`;
+}
+
+export function encodeClaim(owner: string, fingerprint: string): string {
+  return `${ownerPrefix(owner)}${fingerprint}`;
+}
+
+export function encodeRecord(record: IdempotencyRecord): Buffer {
+  const { fingerprint, response } = record;
+  const head = `R${fingerprint}\n${response.status}\n${JSON.stringify(response.headers)}\n`;
+  const out = Buffer.allocUnsafe(Buffer.byteLength(head) + response.body.length);
+  const n = out.write(head);
+  response.body.copy(out, n);
+  return out;
+}
+
+/** Reads a record value back. */
+export function decodeRecord(value: Buffer): IdempotencyRecord {
+  const a = value.indexOf(NL);
+  const b = value.indexOf(NL, a + 1);
+  const c = value.indexOf(NL, b + 1);
+  const response: StoredResponse = {
+    status: Number(value.toString('latin1', a + 1, b)),
+    headers: JSON.parse(value.toString('utf8', b + 1, c)),
+    body: value.subarray(c + 1),
+  };
+  return { fingerprint: value.toString('latin1', 1, a), response };
+}
+
+/**
+ * A record value read back, or `undefined` when it is not one {@link encodeRecord} writes. A missing
+ * newline needs no check of its own: it leaves an empty status or header field, which fails below.
+ */
+function checkedRecord(value: Buffer): IdempotencyRecord | undefined {
+  let record: IdempotencyRecord;
+  try {
+    record = decodeRecord(value);
+  } catch {
+    return undefined;
+  }
+  const { status, headers } = record.response;
+  const headersOk = typeof headers === 'object' && headers !== null && !Array.isArray(headers);
+  return Number.isInteger(status) && status >= 100 && status <= 599 && headersOk ? record : undefined;
+}
+
+/**
+ * What a stored value means to a claimant, or `undefined` for a value this codec did not write
+ * (another application's, or a damaged one): the key then holds nothing of ours.
+ */
+export function decodeEntry(value: Buffer): ClaimOutcome | undefined {
+  if (value[0] === CLAIM_TAG) {
+    const nl = value.indexOf(NL);
+    return nl > 1 ? { state: 'in-flight', fingerprint: value.toString('latin1', nl + 1) } : undefined;
+  }
+  if (value[0] !== RECORD_TAG) return undefined;
+  const record = checkedRecord(value);
+  return record && { state: 'completed', record };
+}

@@ -1,0 +1,115 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import Database from 'better-sqlite3';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type Answer, pay, Pod, pooled } from '../support/pod.js';
+import { RedisServer, redisAvailable } from '../support/redis-server.js';
+import { built } from '../support/build.js';
+
+built('.build');
+
+const REQUESTS = 20_000;
+const KEYS = 2_000;
+const CONCURRENCY = 48;
+/** A payment provider that takes a moment, so that duplicates in a burst really overlap. */
+const PROVIDER_LATENCY_MS = 2;
+
+/** A small deterministic PRNG (mulberry32), so every run sends the same traffic. */
+function prng(seed: number): () => number {
+  let a = seed;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+interface Tally {
+  handled: number;
+  replayed: number;
+  conflicts: number;
+  other: number;
+}
+
+/**
+ * 20,000 requests over 2,000 keys: random retries, and bursts of 2-4 concurrent duplicates.
+ * Checks: one payment row per key, every replay identical to the first response, no 5xx.
+ */
+async function runLoad(pods: Pod[], database: string, label: string): Promise<void> {
+  const random = prng(42);
+  const body = (k: number) => ({ amount: 100 + k, currency: 'EUR' });
+  const tasks: (() => Promise<[number, Answer][]>)[] = [];
+  let planned = 0;
+  while (planned < REQUESTS) {
+    const k = Math.floor(random() * KEYS);
+    const burst = Math.min(random() < 0.2 ? 2 + Math.floor(random() * 3) : 1, REQUESTS - planned);
+    const group = Array.from({ length: burst }, () => pods[Math.floor(random() * pods.length)]);
+    planned += burst;
+    // A burst goes out as one task, its requests at once: concurrent duplicates.
+    tasks.push(async () => (await Promise.all(group.map((p) => pay(p.base, `load-${label}-${k}`, body(k))))).map((a) => [k, a]));
+  }
+  const flat = (await pooled(CONCURRENCY, tasks)).flat();
+  // Keys that only ever saw 409 get one final retry, as a client would.
+  const first = new Map<number, string>();
+  const tally: Tally = { handled: 0, replayed: 0, conflicts: 0, other: 0 };
+  const check = (k: number, a: Answer) => {
+    if (a.status === 409) tally.conflicts++;
+    else if (a.status === 201) {
+      if (a.replayed) tally.replayed++;
+      else tally.handled++;
+      const seen = first.get(k);
+      if (seen === undefined) first.set(k, a.text);
+      else expect(a.text).toBe(seen);
+    } else tally.other++;
+  };
+  for (const [k, a] of flat) check(k, a);
+  for (let k = 0; k < KEYS; k++) {
+    if (first.has(k)) continue;
+    check(k, await pay(pods[0].base, `load-${label}-${k}`, body(k)));
+  }
+  const db = new Database(database, { readonly: true });
+  const rows = db.prepare('SELECT idempotency_key AS key, COUNT(*) AS n FROM payments GROUP BY idempotency_key').all() as { key: string; n: number }[];
+  db.close();
+  process.stdout.write(
+    `\nload (${label}): ${flat.length} requests over ${KEYS} keys -> handled ${tally.handled}, replayed ${tally.replayed}, 409 ${tally.conflicts}, other ${tally.other}; rows ${rows.length} (max per key ${Math.max(...rows.map((r) => r.n))})\n`,
+  );
+  expect(tally.other).toBe(0);
+  expect(tally.handled).toBe(KEYS);
+  expect(rows).toHaveLength(KEYS);
+  expect(rows.every((r) => r.n === 1)).toBe(true);
+}
+
+describe('load on the sample payments API', () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'idem-load-'));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('in-memory store, one process', async () => {
+    const database = join(dir, 'memory.db');
+    const pod = await Pod.start({ database, providerLatencyMs: PROVIDER_LATENCY_MS });
+    try {
+      await runLoad([pod], database, 'memory');
+    } finally {
+      await pod.kill();
+    }
+  }, 120_000);
+
+  (redisAvailable('load suite (Redis)') ? it : it.skip)('Redis store, two processes', async () => {
+    const server = await RedisServer.start();
+    const database = join(dir, 'redis.db');
+    const pods = [
+      await Pod.start({ database, redisUrl: server.url, providerLatencyMs: PROVIDER_LATENCY_MS }),
+      await Pod.start({ database, redisUrl: server.url, providerLatencyMs: PROVIDER_LATENCY_MS, adapter: 'fastify' }),
+    ];
+    try {
+      await runLoad(pods, database, 'redis');
+    } finally {
+      await Promise.all(pods.map((p) => p.kill()));
+      await server.stop();
+    }
+  }, 120_000);
+});

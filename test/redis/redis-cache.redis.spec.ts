@@ -1,0 +1,312 @@
+import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
+import { Logger } from '@nestjs/common';
+import { Cluster, Redis } from 'ioredis';
+import { RedisCache, RedisCacheOptions } from '../../lib/index.js';
+import { RedisCluster, RedisServer, clusterAvailable, redisAvailable } from '../support/redis-server.js';
+import { sampleRecord, storeContract } from '../support/store-contract.js';
+import { sleep } from '../support/timing.js';
+
+const describeRedis = redisAvailable('RedisCache store suite') ? describe : describe.skip;
+const describeCluster = clusterAvailable('RedisCache cluster suite') ? describe : describe.skip;
+
+describeRedis('RedisCache on a standalone redis-server', () => {
+  let server: RedisServer;
+  let cache: RedisCache;
+  beforeAll(async () => {
+    server = await RedisServer.start();
+  });
+  afterAll(async () => {
+    await cache?.close();
+    await server?.stop();
+  });
+
+  storeContract('RedisCache (URL client)', async () => {
+    cache = new RedisCache(RedisCacheOptions.create().withUrl(server.url));
+    return cache;
+  });
+
+  it('keeps a record for ttlMs to the millisecond (PX, not seconds)', async () => {
+    await cache.claim('idem:px', { owner: 'o', fingerprint: 'f', leaseMs: 1234 });
+    const lease = Number(server.cli('PTTL', 'idem:px'));
+    expect(lease).toBeGreaterThan(1000);
+    expect(lease).toBeLessThanOrEqual(1234);
+    await cache.commit('idem:px', 'o', sampleRecord('f'), 2500);
+    const ttl = Number(server.cli('PTTL', 'idem:px'));
+    expect(ttl).toBeGreaterThan(2300);
+    expect(ttl).toBeLessThanOrEqual(2500);
+  });
+
+  it('uses one EVALSHA per operation: claim, replay and conflict cost one command each', async () => {
+    // Warm the script cache: the first call of each script falls back to EVAL once.
+    await cache.claim('idem:warm', { owner: 'w', fingerprint: 'f', leaseMs: 1000 });
+    await cache.commit('idem:warm', 'w', sampleRecord('f'), 1000);
+    server.cli('CONFIG', 'RESETSTAT');
+    await cache.claim('idem:count', { owner: 'a', fingerprint: 'f', leaseMs: 1000 });
+    await cache.commit('idem:count', 'a', sampleRecord('f'), 1000);
+    expect(server.commandStats().evalsha).toBe(2);
+    server.cli('CONFIG', 'RESETSTAT');
+    await cache.claim('idem:count', { owner: 'b', fingerprint: 'f', leaseMs: 1000 });
+    expect(server.commandStats().evalsha).toBe(1);
+    const stats = server.commandStats();
+    expect(Object.keys(stats).filter((c) => !['evalsha', 'get', 'set', 'config|resetstat', 'info'].includes(c))).toEqual([]);
+  });
+
+  it('closes only the clients it created', async () => {
+    const own = new Redis(server.url);
+    const shared = new RedisCache(RedisCacheOptions.create().withClient(own));
+    await shared.claim('idem:shared', { owner: 'o', fingerprint: 'f', leaseMs: 1000 });
+    await shared.close();
+    expect(await own.ping()).toBe('PONG');
+    own.disconnect();
+    const created = new RedisCache(RedisCacheOptions.create().withUrl(server.url));
+    await created.claim('idem:created', { owner: 'o', fingerprint: 'f', leaseMs: 1000 });
+    const clientsBefore = Number(/connected_clients:(\d+)/.exec(server.cli('INFO', 'clients'))![1]);
+    await created.close();
+    await sleep(100);
+    const clientsAfter = Number(/connected_clients:(\d+)/.exec(server.cli('INFO', 'clients'))![1]);
+    expect(clientsAfter).toBe(clientsBefore - 1);
+  });
+
+  it('validates its options', () => {
+    expect(() => new RedisCache({ url: server.url } as never)).toThrow(
+      'RedisCache: pass RedisCacheOptions.create().withUrl(...) or .withClient(...)',
+    );
+    expect(() => new RedisCache(RedisCacheOptions.create())).toThrow('RedisCache: set withUrl() or withClient()');
+    for (const bad of [0, -1, 1.5, Number.NaN, 2 ** 31]) {
+      expect(() => new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(bad))).toThrow(
+        `RedisCache: the command timeout must be an integer from 1 to 2147483647 (ms), got ${bad}`,
+      );
+    }
+    const longest = new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(2 ** 31 - 1));
+    const accepted = new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(1));
+    return Promise.all([longest.close(), accepted.close()]);
+  });
+
+  it('bounds every command by the command timeout', async () => {
+    const slow = new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(100));
+    try {
+      await slow.claim('idem:warm-slow', { owner: 'o', fingerprint: 'f', leaseMs: 1000 });
+      // Paused far longer than the bound: a command that is not bounded would succeed after the pause.
+      server.cli('CLIENT', 'PAUSE', '5000', 'ALL');
+      await expect(slow.claim('idem:slow', { owner: 'o', fingerprint: 'f', leaseMs: 1000 })).rejects.toThrow(
+        'Redis command timed out after 100 ms',
+      );
+      for (const op of [
+        () => slow.commit('idem:slow', 'o', sampleRecord('f'), 1000),
+        () => slow.release('idem:slow', 'o'),
+        () => slow.renew('idem:slow', 'o', 1000),
+      ]) {
+        await expect(op()).rejects.toThrow('Redis command timed out after 100 ms');
+      }
+    } finally {
+      server.cli('CLIENT', 'UNPAUSE');
+      await slow.close();
+    }
+  });
+});
+
+/** The ioredis client inside a store, for checks of how the store set it up. */
+const clientOf = (cache: RedisCache) => (cache as unknown as { client: Promise<Redis> }).client;
+
+// A server of this describe's own: its tests stop and restart it.
+describeRedis('RedisCache client set-up, outages and shutdown', () => {
+  let server: RedisServer;
+  beforeAll(async () => {
+    server = await RedisServer.start([], { ownServer: true });
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('fails commands after one reconnect attempt and backs off 100 ms per attempt up to 1 s', async () => {
+    const cache = new RedisCache(RedisCacheOptions.create().withUrl(server.url));
+    const client = await clientOf(cache);
+    expect(client.options.maxRetriesPerRequest).toBe(1);
+    expect([1, 3, 10, 50].map((n) => client.options.retryStrategy!(n))).toEqual([100, 300, 1000, 1000]);
+    await cache.close();
+  });
+
+  it('lets withRedisOptions() override and extend the client options', async () => {
+    const cache = new RedisCache(RedisCacheOptions.create().withUrl(server.url).withRedisOptions({ maxRetriesPerRequest: 0, db: 2 }));
+    const client = await clientOf(cache);
+    expect(client.options.maxRetriesPerRequest).toBe(0);
+    expect(client.options.db).toBe(2);
+    await cache.claim('idem:db2', { owner: 'o', fingerprint: 'f', leaseMs: 5000 });
+    expect(server.cli('-n', '2', 'EXISTS', 'idem:db2').trim()).toBe('1');
+    await cache.close();
+  });
+
+  it('a client that cannot be created fails every command, and close() still succeeds', async () => {
+    // ioredis builds `new options.Connector(...)` in its constructor: a non-constructor makes it throw.
+    const cache = new RedisCache(RedisCacheOptions.create().withUrl(server.url).withRedisOptions({ Connector: 42 }));
+    await expect(cache.claim('idem:none', { owner: 'o', fingerprint: 'f', leaseMs: 5000 })).rejects.toThrow(TypeError);
+    await expect(cache.close()).resolves.toBeUndefined();
+  });
+
+  it('clears the timer of every command once it settles', async () => {
+    const cache = new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(4321));
+    await cache.claim('idem:t0', { owner: 'o', fingerprint: 'f', leaseMs: 5000 });
+    const started = jest.spyOn(globalThis, 'setTimeout');
+    const cleared = jest.spyOn(globalThis, 'clearTimeout');
+    try {
+      await cache.claim('idem:t1', { owner: 'o', fingerprint: 'f', leaseMs: 5000 });
+      await cache.commit('idem:t1', 'o', sampleRecord('f'), 5000);
+      await cache.claim('idem:t2', { owner: 'o', fingerprint: 'f', leaseMs: 5000 });
+      await cache.renew('idem:t2', 'o', 5000);
+      await cache.release('idem:t2', 'o');
+      // The store's own timers are the ones armed with its command timeout.
+      const bounds = started.mock.results.filter((_, i) => started.mock.calls[i][1] === 4321).map((r) => r.value);
+      expect(bounds).toHaveLength(5);
+      const clearedTimers = new Set(cleared.mock.calls.map(([t]) => t));
+      expect(bounds.every((t) => clearedTimers.has(t as NodeJS.Timeout))).toBe(true);
+    } finally {
+      started.mockRestore();
+      cleared.mockRestore();
+      await cache.close();
+    }
+  });
+
+  it('close() while Redis is down stops its client from reconnecting (a pod can shut down)', async () => {
+    const cache = new RedisCache(RedisCacheOptions.create().withUrl(server.url));
+    const client = await clientOf(cache);
+    await cache.claim('idem:x', { owner: 'o', fingerprint: 'f', leaseMs: 5000 });
+    const errors = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
+    try {
+      await server.stop();
+      await sleep(200);
+      await cache.close();
+      await server.resume();
+      await sleep(1500); // longer than the longest reconnect back-off
+      expect(client.status).not.toBe('ready');
+      expect(server.cli('INFO', 'clients')).toMatch(/connected_clients:1\r?\n/); // redis-cli alone
+    } finally {
+      errors.mockRestore();
+    }
+  });
+
+  it('logs the outage once, fails commands fast, and logs the recovery', async () => {
+    const errors = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
+    const logs = jest.spyOn(Logger.prototype, 'log').mockImplementation(() => undefined);
+    const cache = new RedisCache(RedisCacheOptions.create().withUrl(server.url));
+    try {
+      await cache.claim('idem:a', { owner: 'o', fingerprint: 'f', leaseMs: 5000 });
+      expect(errors).not.toHaveBeenCalled();
+      await server.stop();
+      await expect(cache.claim('idem:b', { owner: 'o', fingerprint: 'f', leaseMs: 5000 })).rejects.toThrow();
+      await sleep(700); // several reconnect attempts
+      expect((errors.mock.contexts[0] as { context?: string }).context).toBe('RedisCache');
+      expect(errors.mock.calls.filter(([m]) => String(m).startsWith('Redis unreachable: '))).toEqual([
+        [`Redis unreachable: connect ECONNREFUSED 127.0.0.1:${server.port}`],
+      ]);
+      expect(logs).not.toHaveBeenCalledWith('Redis reachable again');
+      await server.resume();
+      let outcome;
+      for (let i = 0; i < 50 && !outcome; i++) {
+        outcome = await cache.claim('idem:c', { owner: 'o', fingerprint: 'f', leaseMs: 5000 }).catch(() => undefined);
+        if (!outcome) await sleep(100);
+      }
+      expect(outcome).toEqual({ state: 'claimed' });
+      expect(logs).toHaveBeenCalledWith('Redis reachable again');
+      expect(logs).toHaveBeenCalledTimes(1);
+    } finally {
+      await cache.close();
+      jest.restoreAllMocks();
+    }
+  });
+});
+
+describeRedis('RedisCache with an existing client', () => {
+  let server: RedisServer;
+  let client: Redis;
+  beforeAll(async () => {
+    server = await RedisServer.start();
+  });
+  afterAll(async () => {
+    client?.disconnect();
+    await server?.stop();
+  });
+  storeContract('RedisCache (withClient)', async () => {
+    client = new Redis(server.url);
+    return new RedisCache(RedisCacheOptions.create().withClient(client));
+  });
+
+  const claim = (owner: string, fingerprint = 'f') => ({ owner, fingerprint, leaseMs: 5000 });
+  const FOREIGN = 'a value the idempotency layer did not write was under an idempotency key; it is replaced by a claim';
+
+  it('takes over a key of another type, a foreign string and a damaged value, each with one warning', async () => {
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    const cache = new RedisCache(RedisCacheOptions.create().withClient(client));
+    server.cli('HSET', 'idem:foreign-hash', 'a', '1');
+    expect(await cache.claim('idem:foreign-hash', claim('o'))).toEqual({ state: 'claimed' });
+    expect(server.cli('TYPE', 'idem:foreign-hash').trim()).toBe('string');
+    expect(Number(server.cli('PTTL', 'idem:foreign-hash'))).toBeGreaterThan(4000);
+    expect(await cache.commit('idem:foreign-hash', 'o', sampleRecord('f'), 1000)).toBe(true);
+    for (const value of ['hello', 'Rbroken\n', 'C']) {
+      server.cli('SET', 'idem:foreign-string', value);
+      expect(await cache.claim('idem:foreign-string', claim('o'))).toEqual({ state: 'claimed' });
+      expect(Number(server.cli('PTTL', 'idem:foreign-string'))).toBeGreaterThan(4000);
+      expect(await cache.claim('idem:foreign-string', claim('x', 'g'))).toEqual({ state: 'in-flight', fingerprint: 'f' });
+      server.cli('DEL', 'idem:foreign-string');
+    }
+    expect(warn.mock.calls).toEqual([[FOREIGN], [FOREIGN], [FOREIGN], [FOREIGN]]);
+    expect((warn.mock.contexts[0] as { context?: string }).context).toBe('RedisCache');
+    warn.mockRestore();
+  });
+
+  it('replaces a damaged value only if it is unchanged since it was read', async () => {
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    const racing = new Redis(server.url);
+    const cache = new RedisCache(RedisCacheOptions.create().withClient(racing));
+    const scripted = racing as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
+    const takeOver = scripted.nestjsIdempotencyTakeOverBuffer.bind(racing);
+    let meanwhile: string[] = [];
+    scripted.nestjsIdempotencyTakeOverBuffer = (...args: unknown[]) => {
+      server.cli(...meanwhile);
+      return takeOver(...args);
+    };
+    try {
+      // Another pod claimed it in between: its claim is what the caller sees.
+      server.cli('SET', 'idem:race', 'junk');
+      meanwhile = ['SET', 'idem:race', 'Cother\ng'];
+      expect(await cache.claim('idem:race', claim('o'))).toEqual({ state: 'in-flight', fingerprint: 'g' });
+      // Gone in between: free, so claimed.
+      server.cli('SET', 'idem:race', 'junk');
+      meanwhile = ['DEL', 'idem:race'];
+      expect(await cache.claim('idem:race', claim('o'))).toEqual({ state: 'claimed' });
+      expect(await cache.claim('idem:race', claim('x', 'g'))).toEqual({ state: 'in-flight', fingerprint: 'f' });
+      // Replaced by other junk in between: not taken, the request fails (503 upstream) rather than loop.
+      server.cli('SET', 'idem:race', 'junk');
+      meanwhile = ['SET', 'idem:race', 'other junk'];
+      await expect(cache.claim('idem:race', claim('o'))).rejects.toThrow(
+        'RedisCache: the key holds a value that is not an idempotency record',
+      );
+      expect(server.cli('GET', 'idem:race').trim()).toBe('other junk');
+    } finally {
+      racing.disconnect();
+      warn.mockRestore();
+    }
+  });
+});
+
+describeCluster('RedisCache on a 3-master Redis Cluster', () => {
+  let cluster: RedisCluster;
+  let client: Cluster;
+  beforeAll(async () => {
+    cluster = await RedisCluster.start();
+  }, 60_000);
+  afterAll(async () => {
+    client?.disconnect();
+    await cluster?.stop();
+  });
+  storeContract('RedisCache (Cluster client)', async () => {
+    client = new Cluster(cluster.nodes.map((n) => ({ host: '127.0.0.1', port: n.port })));
+    return new RedisCache(RedisCacheOptions.create().withClient(client));
+  });
+
+  it('spreads keys over the masters', async () => {
+    const cache = new RedisCache(RedisCacheOptions.create().withClient(client));
+    for (let i = 0; i < 30; i++) await cache.claim(`idem:spread:${i}`, { owner: 'o', fingerprint: 'f', leaseMs: 5000 });
+    const perNode = cluster.nodes.map((n) => Number(n.cli('DBSIZE').trim()));
+    expect(perNode.filter((n) => n > 0).length).toBe(3);
+  });
+});

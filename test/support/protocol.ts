@@ -1,0 +1,35 @@
+import { afterEach } from '@jest/globals';
+import type { ModuleRef } from '@nestjs/core';
+import { type IdempotencyModuleOptions, IdempotencyInterceptor, IdempotencyService, InMemoryCache } from '../../lib/index.js';
+import { IdentityResolverLoader } from '../../lib/identity-resolver.loader.js';
+import { LeaseRenewer } from '../../lib/lease.renewer.js';
+import { resolveModuleOptions } from '../../lib/options/module-options.resolver.js';
+import { RouteOptionsAccessor } from '../../lib/route-options.accessor.js';
+import { ScriptedStore } from './scripted-store.js';
+
+const renewers = new Set<LeaseRenewer>();
+
+/**
+ * The module's providers wired by hand around a {@link ScriptedStore}, as Nest would wire them:
+ * for unit tests of the protocol, the interceptor and the lease renewer. `moduleRef` stands in for
+ * the container identity resolver classes come from.
+ */
+export function createProtocol(options: IdempotencyModuleOptions = {}, moduleRef: Partial<ModuleRef> = {}) {
+  const store = new ScriptedStore();
+  const resolved = resolveModuleOptions({ cache: store, ...options }, () => new InMemoryCache());
+  const identities = new IdentityResolverLoader(moduleRef as ModuleRef);
+  const service = new IdempotencyService(resolved, identities);
+  const routes = new RouteOptionsAccessor(resolved);
+  const leases = new LeaseRenewer(resolved);
+  renewers.add(leases);
+  const interceptor = new IdempotencyInterceptor(service, routes, leases);
+  return { store, options: resolved, identities, service, routes, leases, interceptor };
+}
+
+/** Stops every lease timer {@link createProtocol} started; call it inside a describe. */
+export function destroyProtocolsAfterEach(): void {
+  afterEach(() => {
+    for (const leases of renewers) leases.onModuleDestroy();
+    renewers.clear();
+  });
+}

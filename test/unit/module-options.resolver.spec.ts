@@ -1,0 +1,164 @@
+import { describe, expect, it } from '@jest/globals';
+import { InMemoryCache, type IdempotencyStore } from '../../lib/index.js';
+import { resolveModuleOptions as resolveWith } from '../../lib/options/module-options.resolver.js';
+
+const store = (): IdempotencyStore => new InMemoryCache();
+/** As the module calls it: an InMemoryCache of its own unless `cache` is given. */
+const resolveModuleOptions = (options: object, registration?: string) => resolveWith(options, store, registration);
+const err = (message: string) => `IdempotencyModule: ${message}`;
+
+describe('resolveModuleOptions', () => {
+  it('fills in every documented default, with a store of its own', () => {
+    const resolved = resolveModuleOptions({});
+    expect(resolved).toEqual({
+      store: expect.any(InMemoryCache),
+      ttlMs: 86_400_000,
+      leaseMs: 60_000,
+      maxHoldMs: 600_000,
+      headerName: 'idempotency-key',
+      keyPrefix: 'idem:',
+      maxKeyLength: 255,
+      maxScopeLength: 255,
+      missingHeader: 'reject',
+      identity: undefined,
+    });
+    expect(resolveModuleOptions({}).store).not.toBe(resolved.store);
+  });
+
+  it('keeps what was given and lower-cases the header name', () => {
+    const cache = store();
+    const identity = () => 'scope';
+    expect(
+      resolveModuleOptions({
+        cache,
+        ttlMs: 5,
+        leaseMs: 3,
+        maxHoldMs: 4,
+        headerName: 'X-Request-Key',
+        keyPrefix: 'pay:',
+        maxKeyLength: 1,
+        maxScopeLength: 2,
+        missingHeader: 'pass-through',
+        identity,
+      }),
+    ).toEqual({
+      store: cache,
+      ttlMs: 5,
+      leaseMs: 3,
+      maxHoldMs: 4,
+      headerName: 'x-request-key',
+      keyPrefix: 'pay:',
+      maxKeyLength: 1,
+      maxScopeLength: 2,
+      missingHeader: 'pass-through',
+      identity,
+    });
+  });
+
+  it('refuses options that are not an object', () => {
+    expect(() => resolveModuleOptions(null as never)).toThrow(err('options must be an object'));
+    expect(() => resolveModuleOptions('x' as never)).toThrow(err('options must be an object'));
+  });
+
+  it.each(['claim', 'commit', 'release', 'renew'])('refuses a cache without %s()', (method) => {
+    const cache = { claim() {}, commit() {}, release() {}, renew() {} } as Record<string, unknown>;
+    expect(() => resolveModuleOptions({ cache: cache as never })).not.toThrow();
+    cache[method] = 'not a function';
+    expect(() => resolveModuleOptions({ cache: cache as never })).toThrow(
+      err(`cache must implement IdempotencyStore (missing ${method}())`),
+    );
+  });
+
+  it.each(['maxKeyLength', 'maxScopeLength'] as const)('%s must be a positive safe integer', (name) => {
+    for (const bad of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 53, '10', null]) {
+      expect(() => resolveModuleOptions({ [name]: bad })).toThrow(err(`${name} must be an integer from 1 to ${2 ** 53 - 1}, got ${String(bad)}`));
+    }
+    expect(resolveModuleOptions({ [name]: 2 ** 53 - 1 })[name]).toBe(2 ** 53 - 1);
+  });
+
+  it.each([
+    ['ttlMs', 1, 31_536_000_000],
+    ['leaseMs', 3, 2_147_483_647],
+    ['maxHoldMs', 60_000, 2_147_483_647],
+  ] as const)('%s is an integer from %d to %d, named with its limits when it is not', (name, min, max) => {
+    for (const bad of [min - 1, max + 1, 1e12 * 1e6, 1.5 + min, Number.NaN, '10', null]) {
+      expect(() => resolveModuleOptions({ [name]: bad })).toThrow(err(`${name} must be an integer from ${min} to ${max}, got ${String(bad)}`));
+    }
+    expect(resolveModuleOptions({ [name]: min })[name]).toBe(min);
+    expect(resolveModuleOptions({ [name]: max })[name]).toBe(max);
+  });
+
+  it('maxHoldMs defaults to 10 minutes or leaseMs when longer, and is never below leaseMs', () => {
+    expect(resolveModuleOptions({}).maxHoldMs).toBe(600_000);
+    expect(resolveModuleOptions({ leaseMs: 900_000 }).maxHoldMs).toBe(900_000);
+    expect(resolveModuleOptions({ leaseMs: 1000, maxHoldMs: 1000 }).maxHoldMs).toBe(1000);
+    expect(() => resolveModuleOptions({ leaseMs: 1000, maxHoldMs: 999 })).toThrow(
+      err('maxHoldMs must be an integer from 1000 to 2147483647, got 999'),
+    );
+  });
+
+  it('refuses an unknown option, naming the one it most likely meant', () => {
+    const valid = 'valid: cache, ttlMs, leaseMs, maxHoldMs, headerName, keyPrefix, maxKeyLength, maxScopeLength, missingHeader, identity';
+    expect(() => resolveModuleOptions({ store: store() } as never)).toThrow(err(`unknown option "store" (did you mean cache?); ${valid}`));
+    expect(() => resolveModuleOptions({ Store: 1 } as never)).toThrow(err(`unknown option "Store" (did you mean cache?); ${valid}`));
+    expect(() => resolveModuleOptions({ ttl: 1 } as never)).toThrow('(did you mean ttlMs?)');
+    expect(() => resolveModuleOptions({ lease: 1 } as never)).toThrow('(did you mean leaseMs?)');
+    expect(() => resolveModuleOptions({ header: 'x' } as never)).toThrow('(did you mean headerName?)');
+    expect(() => resolveModuleOptions({ prefix: 'x' } as never)).toThrow('(did you mean keyPrefix?)');
+    expect(() => resolveModuleOptions({ leaseMS: 1 } as never)).toThrow('(did you mean leaseMs?)');
+    expect(() => resolveModuleOptions({ headername: 1 } as never)).toThrow('(did you mean headerName?)');
+    expect(() => resolveModuleOptions({ maxKeyLengt: 1 } as never)).toThrow('(did you mean maxKeyLength?)');
+    expect(() => resolveModuleOptions({ zzzzzzzz: 1 } as never)).toThrow(err(`unknown option "zzzzzzzz"; ${valid}`));
+    // Three edits away is too far to guess; the whole name counts, its last letter too.
+    expect(() => resolveModuleOptions({ zzzMs: 1 } as never)).toThrow(err(`unknown option "zzzMs"; ${valid}`));
+    expect(() => resolveModuleOptions({ ttlMsXYZ: 1 } as never)).toThrow(err(`unknown option "ttlMsXYZ"; ${valid}`));
+    expect(() => resolveModuleOptions({ ttlMsXY: 1 } as never)).toThrow('(did you mean ttlMs?)');
+  });
+
+  it('says which options belong to forRoot()/forRootAsync() themselves', () => {
+    expect(() => resolveModuleOptions({ isGlobal: false } as never, 'forRootAsync()')).toThrow(
+      err('isGlobal is an option of forRootAsync() itself; the options its factory returns cannot change how the module is registered'),
+    );
+    for (const key of ['imports', 'inject', 'useFactory', 'useClass', 'useExisting', 'extraProviders']) {
+      expect(() => resolveModuleOptions({ [key]: [] } as never, 'forRootAsync()')).toThrow(err(`${key} is an option of forRootAsync() itself`));
+    }
+    expect(() => resolveModuleOptions({ imports: [] } as never, 'forRoot()')).toThrow(err('imports is an option of forRootAsync(), not of forRoot()'));
+    expect(() => resolveModuleOptions({ imports: [] } as never)).toThrow(err('unknown option "imports"'));
+  });
+
+  it('headerName must be an HTTP token', () => {
+    expect(resolveModuleOptions({ headerName: "!#$%&'*+.^_`|~09azAZ-" }).headerName).toBe("!#$%&'*+.^_`|~09azaz-");
+    for (const bad of ['', 'a b', 'a:b', 'a\nb', 'ä', 'a"', 'a(b', 'a/b', ' a', 'a ', 42]) {
+      expect(() => resolveModuleOptions({ headerName: bad as string })).toThrow(err('headerName must be a valid HTTP header name'));
+    }
+  });
+
+  it('keyPrefix may be any string without control characters or spaces', () => {
+    expect(resolveModuleOptions({ keyPrefix: '' }).keyPrefix).toBe('');
+    expect(resolveModuleOptions({ keyPrefix: '!~é:' }).keyPrefix).toBe('!~é:');
+    for (const bad of ['a b', 'a\x00', '\x1f', '\x7f', 'a\tb', 7]) {
+      expect(() => resolveModuleOptions({ keyPrefix: bad as string })).toThrow(
+        err('keyPrefix must be a string without control characters or spaces'),
+      );
+    }
+  });
+
+  it('missingHeader is reject or pass-through', () => {
+    expect(resolveModuleOptions({ missingHeader: 'reject' }).missingHeader).toBe('reject');
+    expect(() => resolveModuleOptions({ missingHeader: 'allow' as never })).toThrow(
+      err("missingHeader must be 'reject' or 'pass-through', got allow"),
+    );
+  });
+
+  it('identity is a function or a class', () => {
+    class Resolver {
+      resolve() {
+        return 'x';
+      }
+    }
+    expect(resolveModuleOptions({ identity: Resolver }).identity).toBe(Resolver);
+    expect(() => resolveModuleOptions({ identity: 'user' as never })).toThrow(
+      err('identity must be a function (req) => string or an injectable resolver class'),
+    );
+  });
+});

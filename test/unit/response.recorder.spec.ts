@@ -1,0 +1,175 @@
+import { describe, expect, it, jest } from '@jest/globals';
+import type { StoredResponse } from '../../lib/index.js';
+import { recordResponse } from '../../lib/http/response.recorder.js';
+import { FakeResponse } from '../support/fake-response.js';
+import { tick } from '../support/timing.js';
+
+function recorder(onEnd: (r: StoredResponse) => Promise<void> = async () => undefined, before: Record<string, unknown> = {}) {
+  const res = new FakeResponse();
+  const originals = { writeHead: res.writeHead, write: res.write, end: res.end };
+  const stored: StoredResponse[] = [];
+  const onStream = jest.fn();
+  const recording = recordResponse(res.raw, before, {
+    onEnd: (r: StoredResponse) => {
+      stored.push(r);
+      return onEnd(r);
+    },
+    onStream,
+  });
+  return { res, originals, stored, onStream, recording };
+}
+
+
+describe('recordResponse', () => {
+  it('leaves out headers the response held before the handler ran, unless their value changed', async () => {
+    const before = { 'access-control-allow-origin': 'https://a.example', 'x-request-id': 'r-1', 'x-tags': ['a', 'b'], vary: 'Origin' };
+    const { res, stored } = recorder(undefined, before);
+    for (const [name, value] of Object.entries(before)) res.setHeader(name, value);
+    res.setHeader('vary', 'Origin, Accept');
+    res.setHeader('x-new', '1');
+    res.raw.writeHead(200, ['x-request-id', 'r-1', 'x-head', '2']);
+    res.raw.end();
+    await tick();
+    expect(stored[0].headers).toEqual({ vary: 'Origin, Accept', 'x-new': '1', 'x-head': '2' });
+  });
+
+  it('stores status, set headers (lower case) and the body given to end()', async () => {
+    const { res, stored } = recorder();
+    res.statusCode = 201;
+    res.setHeader('Content-Type', 'application/json');
+    res.setHeader('X-Count', 3);
+    res.setHeader('X-Tags', ['a', 1]);
+    res.raw.end('{"ok":true}');
+    expect(stored).toEqual([
+      {
+        status: 201,
+        headers: { 'content-type': 'application/json', 'x-count': '3', 'x-tags': ['a', '1'] },
+        body: Buffer.from('{"ok":true}'),
+      },
+    ]);
+  });
+
+  it.each([
+    'connection',
+    'keep-alive',
+    'proxy-authenticate',
+    'proxy-authorization',
+    'proxy-connection',
+    'te',
+    'trailer',
+    'transfer-encoding',
+    'upgrade',
+    'content-length',
+    'date',
+    'set-cookie',
+  ])('never stores %s', (name) => {
+    const { res, stored } = recorder();
+    res.setHeader(name.toUpperCase(), 'v');
+    res.setHeader('etag', '"1"');
+    res.raw.writeHead(200, { [name]: 'v', location: '/x' });
+    res.raw.end();
+    expect(stored[0].headers).toEqual({ etag: '"1"', location: '/x' });
+  });
+
+  it('takes headers from writeHead(status, headers), writeHead(status, reason, headers) and raw arrays', () => {
+    const a = recorder();
+    a.res.raw.writeHead(202, { 'X-A': '1', 'x-skip': undefined as never });
+    a.res.raw.end();
+    expect(a.stored[0].headers).toEqual({ 'x-a': '1' });
+    expect(a.stored[0].status).toBe(202);
+    expect(a.res.calls[0]).toEqual({ method: 'writeHead', args: [202, { 'X-A': '1', 'x-skip': undefined }] });
+
+    const b = recorder();
+    b.res.raw.writeHead(203, 'Fine', { 'X-B': '2' });
+    b.res.raw.end();
+    expect(b.stored[0]).toMatchObject({ status: 203, headers: { 'x-b': '2' } });
+    expect(b.res.calls[0]).toEqual({ method: 'writeHead', args: [203, 'Fine', { 'X-B': '2' }] });
+
+    const c = recorder();
+    c.res.raw.writeHead(204, ['X-C', '3', 'X-D', ['4', '5'], 'X-Odd']);
+    c.res.raw.end();
+    expect(c.stored[0]).toMatchObject({ status: 204, headers: { 'x-c': '3', 'x-d': ['4', '5'] } });
+    expect(Object.keys(c.stored[0].headers)).toEqual(['x-c', 'x-d']);
+
+    const d = recorder();
+    d.res.raw.writeHead(205);
+    d.res.raw.end();
+    expect(d.stored[0]).toEqual({ status: 205, headers: {}, body: Buffer.alloc(0) });
+  });
+
+  it('lets writeHead() headers win over setHeader() ones', () => {
+    const { res, stored } = recorder();
+    res.setHeader('x-v', 'set');
+    res.setHeader('x-only-set', 'kept');
+    res.raw.writeHead(200, { 'x-v': 'head' });
+    res.raw.end();
+    expect(stored[0].headers).toEqual({ 'x-v': 'head', 'x-only-set': 'kept' });
+  });
+
+  it('turns every kind of end() chunk into the bytes that go out', () => {
+    const body = (...args: unknown[]) => {
+      const { res, stored } = recorder();
+      (res.raw.end as (...a: unknown[]) => void)(...args);
+      return stored[0].body;
+    };
+    expect(body()).toEqual(Buffer.alloc(0));
+    expect(body(null)).toEqual(Buffer.alloc(0));
+    expect(body(() => undefined)).toEqual(Buffer.alloc(0));
+    expect(body(Buffer.from([1, 2]))).toEqual(Buffer.from([1, 2]));
+    expect(body('ü')).toEqual(Buffer.from('ü', 'utf8'));
+    expect(body('ü', 'latin1')).toEqual(Buffer.from([0xfc]));
+    expect(body('6869', 'hex')).toEqual(Buffer.from('hi'));
+    expect(body('ü', () => undefined)).toEqual(Buffer.from('ü', 'utf8'));
+    expect(body(new Uint8Array([7, 8]))).toEqual(Buffer.from([7, 8]));
+    expect(body(42)).toEqual(Buffer.from('42'));
+    const buffer = Buffer.from('same');
+    expect(body(buffer)).toBe(buffer);
+  });
+
+  it('holds the real end() back until the record is stored, then passes its arguments on', async () => {
+    let store!: () => void;
+    const { res, originals } = recorder(() => new Promise<void>((r) => (store = r)));
+    const callback = () => undefined;
+    expect(res.raw.end('body', 'utf8', callback)).toBe(res);
+    await tick();
+    expect(res.ended()).toBe(false);
+    store();
+    await tick();
+    expect(res.calls).toEqual([{ method: 'end', args: ['body', 'utf8', callback] }]);
+    expect(res.end).toBe(originals.end);
+    expect(res.writeHead).toBe(originals.writeHead);
+    expect(res.write).toBe(originals.write);
+  });
+
+  it('still ends the response when storing fails', async () => {
+    const { res } = recorder(() => Promise.reject(new Error('store down')));
+    res.raw.end('x');
+    await tick();
+    expect(res.calls).toEqual([{ method: 'end', args: ['x', undefined, undefined] }]);
+  });
+
+  it('gives up on a streamed response: write() restores the response and reports the stream', () => {
+    const { res, originals, stored, onStream } = recorder();
+    expect(res.raw.write('part', 'utf8')).toBe(true);
+    expect(onStream).toHaveBeenCalledTimes(1);
+    expect(res.calls).toEqual([{ method: 'write', args: ['part', 'utf8'] }]);
+    expect(res.write).toBe(originals.write);
+    expect(res.end).toBe(originals.end);
+    expect(res.writeHead).toBe(originals.writeHead);
+    res.raw.write('more');
+    res.raw.end();
+    expect(onStream).toHaveBeenCalledTimes(1);
+    expect(stored).toEqual([]);
+  });
+
+  it('abandon() restores the response and records nothing; a second abandon() changes nothing', () => {
+    const { res, originals, stored, recording } = recorder();
+    recording.abandon();
+    expect(res.end).toBe(originals.end);
+    res.raw.end('x');
+    expect(stored).toEqual([]);
+    res.end = (() => 'replaced by someone else') as never;
+    recording.abandon();
+    expect((res.end as unknown as () => string)()).toBe('replaced by someone else');
+  });
+});

@@ -1,0 +1,121 @@
+import { describe, expect, it } from '@jest/globals';
+import type { StoredResponse } from '../../lib/index.js';
+import { currentHeaders, rawResponse } from '../../lib/http/response.adapter.js';
+import { sendFinal } from '../../lib/http/response.writer.js';
+import { FakeResponse } from '../support/fake-response.js';
+
+/** The parts of a Fastify reply the writer calls, recorded in order. */
+class FakeReply {
+  readonly raw = new FakeResponse().raw;
+  readonly calls: unknown[][] = [];
+  code(status: number): this {
+    this.calls.push(['code', status]);
+    return this;
+  }
+  status(status: number): this {
+    this.calls.push(['status', status]);
+    return this;
+  }
+  header(name: string, value: unknown): this {
+    this.calls.push(['header', name, value]);
+    return this;
+  }
+  headers(values: object): this {
+    this.calls.push(['headers', values]);
+    return this;
+  }
+  type(value: string): this {
+    this.calls.push(['type', value]);
+    return this;
+  }
+  getHeaders(): Record<string, unknown> {
+    return { 'x-reply': '1', ...this.raw.getHeaders() };
+  }
+  send(payload?: unknown): this {
+    this.calls.push(['send', payload]);
+    return this;
+  }
+}
+
+const stored: StoredResponse = {
+  status: 201,
+  headers: { 'content-type': 'application/json', 'x-tags': ['a', 'b'] },
+  body: Buffer.from('{"id":1}'),
+};
+
+describe('sendFinal', () => {
+  it('sends status, headers, extra headers and the body on a Node response, keeping headers already set', () => {
+    const res = new FakeResponse();
+    res.setHeader('access-control-allow-origin', 'https://b.example');
+    sendFinal(res, stored, { 'x-extra': '1' });
+    expect(res.statusCode).toBe(201);
+    expect(res.getHeaders()).toEqual({
+      'access-control-allow-origin': 'https://b.example',
+      'content-type': 'application/json',
+      'x-tags': ['a', 'b'],
+      'x-extra': '1',
+    });
+    expect(res.calls).toEqual([{ method: 'end', args: [stored.body] }]);
+  });
+
+  it('seals a Node response: nothing written after it changes what was sent', async () => {
+    const res = new FakeResponse();
+    sendFinal(res, stored, {});
+    const raw = res.raw as unknown as Record<string, (...a: unknown[]) => unknown>;
+    expect(raw.setHeader('content-type', 'text/html')).toBe(res);
+    expect(raw.appendHeader('x-a', '1')).toBe(res);
+    expect(raw.removeHeader('x-tags')).toBe(res);
+    expect(raw.writeHead(500, { 'x-b': '1' })).toBe(res);
+    expect(raw.flushHeaders()).toBe(res);
+    let called = 0;
+    expect(raw.write('late', () => called++)).toBe(true);
+    expect(raw.end('{"caughtByApp":true}', 'utf8', () => called++)).toBe(res);
+    expect(raw.end()).toBe(res);
+    expect(res.calls).toEqual([{ method: 'end', args: [stored.body] }]);
+    expect(res.getHeaders()).toEqual({ 'content-type': 'application/json', 'x-tags': ['a', 'b'] });
+    expect(called).toBe(0);
+    await new Promise((r) => process.nextTick(r));
+    // A caller waiting on a callback is not left waiting for ever.
+    expect(called).toBe(2);
+  });
+
+  it('goes through the Fastify reply, in order, sending no payload for an empty body, then seals it', () => {
+    const reply = new FakeReply();
+    sendFinal(reply, stored, { 'x-extra': '1' });
+    expect(reply.calls).toEqual([
+      ['code', 201],
+      ['header', 'content-type', 'application/json'],
+      ['header', 'x-tags', ['a', 'b']],
+      ['header', 'x-extra', '1'],
+      ['send', stored.body],
+    ]);
+    expect(reply.code(500)).toBe(reply);
+    expect(reply.status(500)).toBe(reply);
+    expect(reply.header('content-type', 'text/html')).toBe(reply);
+    expect(reply.headers({ a: 1 })).toBe(reply);
+    expect(reply.type('text/html')).toBe(reply);
+    expect(reply.send('{"caughtByApp":true}')).toBe(reply);
+    expect(reply.calls).toHaveLength(5);
+    const empty = new FakeReply();
+    sendFinal(empty, { status: 204, headers: {}, body: Buffer.alloc(0) }, {});
+    expect(empty.calls).toEqual([['code', 204], ['send', undefined]]);
+  });
+
+  it('treats an object with raw but no code() as a Node response', () => {
+    const res = Object.defineProperty(new FakeResponse(), 'raw', { value: {} });
+    sendFinal(res, stored, {});
+    expect(res.calls).toEqual([{ method: 'end', args: [stored.body] }]);
+  });
+});
+
+describe('rawResponse and currentHeaders', () => {
+  it("read Node's response under either adapter, and the reply's own headers on Fastify", () => {
+    const res = new FakeResponse();
+    res.setHeader('X-A', '1');
+    expect(rawResponse(res)).toBe(res);
+    expect(currentHeaders(res)).toEqual({ 'x-a': '1' });
+    const reply = new FakeReply();
+    expect(rawResponse(reply)).toBe(reply.raw);
+    expect(currentHeaders(reply)).toEqual({ 'x-reply': '1' });
+  });
+});

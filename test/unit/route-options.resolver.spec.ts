@@ -1,0 +1,55 @@
+import { beforeEach, describe, expect, it } from '@jest/globals';
+import type { ResolvedIdempotencyOptions } from '../../lib/index.js';
+import { resolveRouteOptions } from '../../lib/options/route-options.resolver.js';
+import { createProtocol } from '../support/protocol.js';
+
+describe('resolveRouteOptions', () => {
+  const moduleIdentity = () => 'module';
+  // Built in each test, not while jest collects them: a broken resolver must fail tests, not the file.
+  let base: ResolvedIdempotencyOptions;
+  beforeEach(() => {
+    base = createProtocol({ ttlMs: 1000, missingHeader: 'pass-through', identity: moduleIdentity }).options;
+  });
+
+  it('inherits the module options', () => {
+    expect(resolveRouteOptions('here', 'A.b', {}, base)).toEqual({ id: 'A.b', ttlMs: 1000, missingHeader: 'pass-through', identity: moduleIdentity });
+  });
+
+  it('overrides them per route; identity: undefined drops the module identity', () => {
+    const route = () => 'route';
+    expect(resolveRouteOptions('here', 'A.b', { ttlMs: 7, missingHeader: 'reject', identity: route }, base)).toEqual({
+      id: 'A.b',
+      ttlMs: 7,
+      missingHeader: 'reject',
+      identity: route,
+    });
+    expect(resolveRouteOptions('here', 'A.b', { identity: undefined }, base).identity).toBeUndefined();
+  });
+
+  it('names the handler in its errors', () => {
+    expect(() => resolveRouteOptions('@Idempotent() on A.b()', 'A.b', { ttlMs: 0 }, base)).toThrow(
+      '@Idempotent() on A.b(): ttlMs must be an integer from 1 to 31536000000, got 0',
+    );
+    expect(() => resolveRouteOptions('here', 'A.b', { ttlMs: 31_536_000_001 }, base)).toThrow(
+      'here: ttlMs must be an integer from 1 to 31536000000, got 31536000001',
+    );
+    expect(() => resolveRouteOptions('here', 'A.b', null as never, base)).toThrow('here: options must be an object');
+    expect(() => resolveRouteOptions('here', 'A.b', 'x' as never, base)).toThrow('here: options must be an object');
+    // A slip is only suggested when the suggestion is an option of this place.
+    expect(() => resolveRouteOptions('here', 'A.b', { store: 1 } as never, base)).toThrow(
+      'here: unknown option "store"; valid: ttlMs, identity, missingHeader',
+    );
+    expect(() => resolveRouteOptions('here', 'A.b', { ttl: 5 } as never, base)).toThrow(
+      'here: unknown option "ttl" (did you mean ttlMs?); valid: ttlMs, identity, missingHeader',
+    );
+    expect(() => resolveRouteOptions('here', 'A.b', { leaseMs: 5 } as never, base)).toThrow(
+      'here: unknown option "leaseMs"; valid: ttlMs, identity, missingHeader',
+    );
+    expect(() => resolveRouteOptions('here', 'A.b', { missingHeader: 'no' as never }, base)).toThrow(
+      "here: missingHeader must be 'reject' or 'pass-through', got no",
+    );
+    expect(() => resolveRouteOptions('here', 'A.b', { identity: 1 as never }, base)).toThrow(
+      'here: identity must be a function (req) => string or an injectable resolver class',
+    );
+  });
+});
