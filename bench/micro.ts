@@ -21,7 +21,9 @@ export function median(xs: number[]): number {
 
 /** A record as the interceptor stores it for a 100-byte JSON body on Express. */
 function record(i: number): IdempotencyRecord {
-  const body = Buffer.from(`{"txId":"tx-${String(i).padStart(12, '0')}","status":"succeeded","amount":1000,"currency":"EUR","pad":"${'x'.repeat(20)}"}`);
+  const body = Buffer.from(
+    `{"txId":"tx-${String(i).padStart(12, '0')}","status":"succeeded","amount":1000,"currency":"EUR","pad":"${'x'.repeat(20)}"}`,
+  );
   return {
     fingerprint: createHash('sha256').update(String(i)).digest('base64url'),
     response: {
@@ -114,6 +116,11 @@ export function fingerprintCost(): { size: string; fingerprintUs: number; sha256
     const calls = bytes >= 1024 * 1024 ? 20 : bytes >= 65536 ? 300 : 5000;
     const fp = timeIt(() => requestFingerprint('POST', '/api/payments?b=2&a=1', body, 'PaymentsController.create'), calls);
     const sha = timeIt(() => createHash('sha256').update(raw).digest('base64url'), calls);
-    return { size: bytes >= 1048576 ? '1 MiB' : bytes >= 65536 ? '64 KiB' : '1 KiB', fingerprintUs: fp / 1000, sha256Us: sha / 1000, ratio: fp / sha };
+    return {
+      size: bytes >= 1048576 ? '1 MiB' : bytes >= 65536 ? '64 KiB' : '1 KiB',
+      fingerprintUs: fp / 1000,
+      sha256Us: sha / 1000,
+      ratio: fp / sha,
+    };
   });
 }

@@ -36,11 +36,16 @@ function freePort(): Promise<number> {
   });
 }
 
-const redisCli = (port: number, ...args: string[]) => execFileSync('redis-cli', ['-p', String(port), ...args], { encoding: 'utf8' });
+const redisCli = (port: number, ...args: string[]) =>
+  execFileSync('redis-cli', ['-p', String(port), ...args], { encoding: 'utf8' });
 
 async function startRedis(): Promise<number> {
   const port = await freePort();
-  children.push(spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' }));
+  children.push(
+    spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+      stdio: 'ignore',
+    }),
+  );
   for (let i = 0; i < 100; i++) {
     try {
       if (redisCli(port, 'PING').trim() === 'PONG') return port;
@@ -123,7 +128,8 @@ async function main(): Promise<void> {
     const after = await stats(bases[v]);
     const firstOk = mid.runs - before.runs === first['2xx'] && first.non2xx === 0;
     const replayOk = v === 'bare' || v === 'noop' ? true : after.runs === mid.runs && replay.non2xx === 0;
-    correctness[v] = `first: ${mid.runs - before.runs} runs for ${first['2xx']} 2xx ${firstOk ? 'OK' : 'WRONG'}; replay: ${v === 'bare' || v === 'noop' ? 'n/a (no idempotency)' : `${after.runs - mid.runs} runs ${replayOk ? 'OK' : 'WRONG'}`}`;
+    correctness[v] =
+      `first: ${mid.runs - before.runs} runs for ${first['2xx']} 2xx ${firstOk ? 'OK' : 'WRONG'}; replay: ${v === 'bare' || v === 'noop' ? 'n/a (no idempotency)' : `${after.runs - mid.runs} runs ${replayOk ? 'OK' : 'WRONG'}`}`;
   }
 
   const cells: Cell[] = [];
@@ -160,11 +166,17 @@ async function main(): Promise<void> {
   // Raw figures go next to the sources (bench/results/, git-ignored), not into the compiled .build/.
   mkdirSync('bench/results', { recursive: true });
   const file = `bench/results/bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`;
-  writeFileSync(file, JSON.stringify({ machine: machine(), seconds: (Date.now() - started) / 1000, cells, budget, micro, correctness }, null, 2));
+  writeFileSync(
+    file,
+    JSON.stringify({ machine: machine(), seconds: (Date.now() - started) / 1000, cells, budget, micro, correctness }, null, 2),
+  );
   process.stdout.write(`raw results: ${file}\n`);
 }
 
-async function redisBudget(base: string, redisPort: number): Promise<Record<'first' | 'replay' | 'conflict', Record<string, number>>> {
+async function redisBudget(
+  base: string,
+  redisPort: number,
+): Promise<Record<'first' | 'replay' | 'conflict', Record<string, number>>> {
   const N = 200;
   const count = async (fn: () => Promise<void>) => {
     redisCli(redisPort, 'CONFIG', 'RESETSTAT');
@@ -176,7 +188,8 @@ async function redisBudget(base: string, redisPort: number): Promise<Record<'fir
     }
     return out;
   };
-  const post = (key: string) => fetch(`${base}/tx`, { method: 'POST', headers: headers(key), body: BODY }).then((r) => r.arrayBuffer());
+  const post = (key: string) =>
+    fetch(`${base}/tx`, { method: 'POST', headers: headers(key), body: BODY }).then((r) => r.arrayBuffer());
   const keys = Array.from({ length: N }, () => `budget-${randomUUID()}`);
   const first = await count(async () => {
     for (const k of keys) await post(k);
@@ -202,10 +215,20 @@ function machine(): string {
   return `${cpus().length} x ${cpus()[0]?.model ?? 'cpu'}, Node ${process.version}, ${process.platform}`;
 }
 
-type Micro = { heapPerRecord: number; ops: { claimCommit: number; read: number }; fingerprint: ReturnType<typeof fingerprintCost> };
+type Micro = {
+  heapPerRecord: number;
+  ops: { claimCommit: number; read: number };
+  fingerprint: ReturnType<typeof fingerprintCost>;
+};
 
-function report(cells: Cell[], budget: Awaited<ReturnType<typeof redisBudget>>, micro: Micro, correctness: Record<string, string>): string {
-  const med = (v: Variant, w: Workload, f: keyof Cell) => median(cells.filter((c) => c.variant === v && c.workload === w).map((c) => c[f] as number));
+function report(
+  cells: Cell[],
+  budget: Awaited<ReturnType<typeof redisBudget>>,
+  micro: Micro,
+  correctness: Record<string, string>,
+): string {
+  const med = (v: Variant, w: Workload, f: keyof Cell) =>
+    median(cells.filter((c) => c.variant === v && c.workload === w).map((c) => c[f] as number));
   // Per-round ratio against bare of the same round, then the median of those ratios.
   const ratio = (v: Variant, w: Workload, f: 'rps' | 'cpuPerResponseUs') =>
     median(
@@ -215,7 +238,9 @@ function report(cells: Cell[], budget: Awaited<ReturnType<typeof redisBudget>>, 
     );
   const lines: string[] = [];
   lines.push(`Machine: ${machine()}; ${ROUNDS} rounds x ${DURATION_S} s per cell, ${CONNECTIONS} connections, medians.`, '');
-  lines.push('| variant | workload | req/s | p50 ms | p99 ms | non-2xx | server CPU µs/response | req/s vs bare (per-round ratios) | CPU vs bare |');
+  lines.push(
+    '| variant | workload | req/s | p50 ms | p99 ms | non-2xx | server CPU µs/response | req/s vs bare (per-round ratios) | CPU vs bare |',
+  );
   lines.push('|---|---|---|---|---|---|---|---|---|');
   for (const w of WORKLOADS) {
     for (const v of VARIANTS) {
@@ -227,35 +252,83 @@ function report(cells: Cell[], budget: Awaited<ReturnType<typeof redisBudget>>, 
       );
     }
   }
-  const cmds = (b: Record<string, number>) => Object.entries(b).map(([k, n]) => `${k} ${n}`).join(', ') || 'none';
+  const cmds = (b: Record<string, number>) =>
+    Object.entries(b)
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ') || 'none';
   const evalsha = (b: Record<string, number>) => b.evalsha ?? 0;
   const check = (ok: boolean) => (ok ? 'PASS' : 'MISS');
   const fp1m = micro.fingerprint.find((f) => f.size === '1 MiB')!;
   const targets: [string, string, string, boolean][] = [
-    ['(floor) noop interceptor `first`: req/s / CPU vs bare', 'n/a', `${ratio('noop', 'first', 'rps').toFixed(2)} / ${ratio('noop', 'first', 'cpuPerResponseUs').toFixed(2)}`, true],
-    ['memory `first`: req/s vs bare', '>= 0.90', ratio('memory', 'first', 'rps').toFixed(2), ratio('memory', 'first', 'rps') >= 0.9],
-    ['memory `first`: server CPU/response vs bare', '<= 1.15', ratio('memory', 'first', 'cpuPerResponseUs').toFixed(2), ratio('memory', 'first', 'cpuPerResponseUs') <= 1.15],
-    ['memory `replay`: req/s vs bare', '>= 0.95', ratio('memory', 'replay', 'rps').toFixed(2), ratio('memory', 'replay', 'rps') >= 0.95],
-    ['redis `first`: req/s vs bare', '>= 0.85', ratio('redis', 'first', 'rps').toFixed(2), ratio('redis', 'first', 'rps') >= 0.85],
-    ['redis `replay`: req/s vs bare', '>= 0.90', ratio('redis', 'replay', 'rps').toFixed(2), ratio('redis', 'replay', 'rps') >= 0.9],
+    [
+      '(floor) noop interceptor `first`: req/s / CPU vs bare',
+      'n/a',
+      `${ratio('noop', 'first', 'rps').toFixed(2)} / ${ratio('noop', 'first', 'cpuPerResponseUs').toFixed(2)}`,
+      true,
+    ],
+    [
+      'memory `first`: req/s vs bare',
+      '>= 0.90',
+      ratio('memory', 'first', 'rps').toFixed(2),
+      ratio('memory', 'first', 'rps') >= 0.9,
+    ],
+    [
+      'memory `first`: server CPU/response vs bare',
+      '<= 1.15',
+      ratio('memory', 'first', 'cpuPerResponseUs').toFixed(2),
+      ratio('memory', 'first', 'cpuPerResponseUs') <= 1.15,
+    ],
+    [
+      'memory `replay`: req/s vs bare',
+      '>= 0.95',
+      ratio('memory', 'replay', 'rps').toFixed(2),
+      ratio('memory', 'replay', 'rps') >= 0.95,
+    ],
+    [
+      'redis `first`: req/s vs bare',
+      '>= 0.85',
+      ratio('redis', 'first', 'rps').toFixed(2),
+      ratio('redis', 'first', 'rps') >= 0.85,
+    ],
+    [
+      'redis `replay`: req/s vs bare',
+      '>= 0.90',
+      ratio('redis', 'replay', 'rps').toFixed(2),
+      ratio('redis', 'replay', 'rps') >= 0.9,
+    ],
     [
       'Redis commands (EVALSHA round trips): first / replay / conflict',
       'exactly 2 / 1 / 1',
       `${evalsha(budget.first)} / ${evalsha(budget.replay)} / ${evalsha(budget.conflict)}`,
       evalsha(budget.first) === 2 && evalsha(budget.replay) === 1 && evalsha(budget.conflict) === 1,
     ],
-    ['InMemoryCache heap per record (100-byte body)', '<= 600 bytes', `${Math.round(micro.heapPerRecord)} bytes`, micro.heapPerRecord <= 600],
+    [
+      'InMemoryCache heap per record (100-byte body)',
+      '<= 600 bytes',
+      `${Math.round(micro.heapPerRecord)} bytes`,
+      micro.heapPerRecord <= 600,
+    ],
     ['fingerprint of a 1 MiB body vs plain SHA-256', '<= 3x', `${fp1m.ratio.toFixed(2)}x`, fp1m.ratio <= 3],
   ];
   lines.push('', '| target | goal | measured | |', '|---|---|---|---|');
   for (const [name, goal, got, ok] of targets) lines.push(`| ${name} | ${goal} | ${got} | ${goal === 'n/a' ? '' : check(ok)} |`);
   lines.push('', '| Redis commands per request (server-side, incl. calls inside the scripts) | |', '|---|---|');
-  lines.push(`| first | ${cmds(budget.first)} |`, `| replay | ${cmds(budget.replay)} |`, `| conflict (409) | ${cmds(budget.conflict)} |`);
+  lines.push(
+    `| first | ${cmds(budget.first)} |`,
+    `| replay | ${cmds(budget.replay)} |`,
+    `| conflict (409) | ${cmds(budget.conflict)} |`,
+  );
   lines.push('', '| micro-benchmark | result |', '|---|---|');
-  lines.push(`| InMemoryCache claim+commit with 200,000 records held | ${Math.round(micro.ops.claimCommit).toLocaleString('en')} /s |`);
-  lines.push(`| InMemoryCache read (claim of a completed key) with 200,000 records | ${Math.round(micro.ops.read).toLocaleString('en')} /s |`);
+  lines.push(
+    `| InMemoryCache claim+commit with 200,000 records held | ${Math.round(micro.ops.claimCommit).toLocaleString('en')} /s |`,
+  );
+  lines.push(
+    `| InMemoryCache read (claim of a completed key) with 200,000 records | ${Math.round(micro.ops.read).toLocaleString('en')} /s |`,
+  );
   for (const f of micro.fingerprint) {
-    lines.push(`| fingerprint ${f.size} JSON body | ${f.fingerprintUs.toFixed(1)} µs (SHA-256 of the bytes ${f.sha256Us.toFixed(1)} µs, ${f.ratio.toFixed(2)}x) |`);
+    lines.push(
+      `| fingerprint ${f.size} JSON body | ${f.fingerprintUs.toFixed(1)} µs (SHA-256 of the bytes ${f.sha256Us.toFixed(1)} µs, ${f.ratio.toFixed(2)}x) |`,
+    );
   }
   lines.push('', '| correctness in this run | |', '|---|---|');
   for (const v of VARIANTS) lines.push(`| ${v} | ${correctness[v]} |`);

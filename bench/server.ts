@@ -1,5 +1,15 @@
 import 'reflect-metadata';
-import { type CallHandler, Controller, Get, HttpCode, Injectable, Module, type NestInterceptor, Post, UseInterceptors } from '@nestjs/common';
+import {
+  type CallHandler,
+  Controller,
+  Get,
+  HttpCode,
+  Injectable,
+  Module,
+  type NestInterceptor,
+  Post,
+  UseInterceptors,
+} from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { IdempotencyModule, Idempotent, InMemoryCache, RedisCache, RedisCacheOptions } from '../lib/index.js';
 

@@ -28,7 +28,7 @@ export class IdempotencyExplorer implements OnModuleInit {
 
   async onModuleInit(): Promise<void> {
     for (const wrapper of this.discovery.getControllers()) {
-      const type = wrapper.metatype as (new (...args: any[]) => unknown) | undefined;
+      const type = wrapper.metatype as { name: string; prototype?: object } | undefined;
       if (!type?.prototype) continue;
       const prototype = type.prototype as Record<string, unknown>;
       for (const name of this.scanner.getAllMethodNames(prototype)) {

@@ -9,6 +9,7 @@ import {
 import { Observable } from 'rxjs';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
 import { IdempotentReplay } from './exceptions/idempotent-replay.exception.js';
+import type { HttpRequestLike } from './http/request.reader.js';
 import { recordResponse } from './http/response.recorder.js';
 import { currentHeaders, isFastifyReply, rawResponse } from './http/response.adapter.js';
 import { sendFinal } from './http/response.writer.js';
@@ -63,7 +64,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
     if (context.getType() !== 'http') return next.handle();
     const http = context.switchToHttp();
-    const request = http.getRequest();
+    const request = http.getRequest<HttpRequestLike & Record<symbol, unknown>>();
     // An @All() route also serves safe methods, which have nothing to deduplicate.
     if (SAFE_METHODS.has(request.method)) return next.handle();
     const response = http.getResponse<object>();

@@ -32,7 +32,8 @@ export const LOGS = {
   leaseLost: (route: string) => `${route}: lease lost while the handler was still running`,
   renewalFailed: (route: string, reason: string) => `${route}: lease renewal failed: ${reason}`,
   givenUp: (route: string, why: string) => `${route}: response not stored: the handler ${why}; the key is released`,
-  detached: (route: string, why: string) => `${route}: ${why} before the handler finished; it runs to completion and its own result is stored`,
+  detached: (route: string, why: string) =>
+    `${route}: ${why} before the handler finished; it runs to completion and its own result is stored`,
   /** Reasons for {@link LOGS.givenUp}. */
   streamed: 'was streamed',
   returnedStream: 'returned a stream',
@@ -60,7 +61,8 @@ export const CONFIG_ERRORS = {
   notAStore: (method: string) => `cache must implement IdempotencyStore (missing ${method}())`,
   headerName: 'headerName must be a valid HTTP header name',
   keyPrefix: 'keyPrefix must be a string without control characters or spaces',
-  integer: (name: string, min: number, max: number, got: unknown) => `${name} must be an integer from ${min} to ${max}, got ${String(got)}`,
+  integer: (name: string, min: number, max: number, got: unknown) =>
+    `${name} must be an integer from ${min} to ${max}, got ${String(got)}`,
   missingHeader: (got: unknown) => `missingHeader must be 'reject' or 'pass-through', got ${String(got)}`,
   identity: 'identity must be a function (req) => string or an injectable resolver class',
   unknownOption: (key: string, near: string | undefined, valid: readonly string[]) =>
@@ -72,12 +74,14 @@ export const CONFIG_ERRORS = {
   sse: 'an @Sse() stream cannot be stored and replayed',
   safeMethod:
     'GET, HEAD, OPTIONS and other safe methods change nothing and need no idempotency key; use it on POST, PUT, PATCH or DELETE',
-  ownResponse: '@Res()/@Next() without { passthrough: true } leaves the response to the handler; use passthrough or return the body',
+  ownResponse:
+    '@Res()/@Next() without { passthrough: true } leaves the response to the handler; use passthrough or return the body',
   maxEntries: (got: unknown) => `InMemoryCache: maxEntries must be a positive integer, got ${String(got)}`,
   quotas: 'InMemoryCache: prefixQuotas needs non-empty prefixes and non-negative integer quotas',
   quotasTooLarge: (reserved: number, maxEntries: number) =>
     `InMemoryCache: prefixQuotas reserve ${reserved} entries, more than maxEntries (${maxEntries})`,
   redisOptions: 'RedisCache: pass RedisCacheOptions.create().withUrl(...) or .withClient(...)',
   redisTarget: 'RedisCache: set withUrl() or withClient()',
-  redisTimeout: (max: number, got: unknown) => `RedisCache: the command timeout must be an integer from 1 to ${max} (ms), got ${String(got)}`,
+  redisTimeout: (max: number, got: unknown) =>
+    `RedisCache: the command timeout must be an integer from 1 to ${max} (ms), got ${String(got)}`,
 } as const;

@@ -34,7 +34,11 @@ export class IdempotencyService {
    * route passes such requests through. Throws an {@link IdempotencyException} (400, 409, 415, 422,
    * 500, 503) or an {@link IdempotentReplay} carrying the stored response.
    */
-  async begin(request: HttpRequestLike, context: ExecutionContext, route: ResolvedRouteOptions): Promise<ActiveClaim | undefined> {
+  async begin(
+    request: HttpRequestLike,
+    context: ExecutionContext,
+    route: ResolvedRouteOptions,
+  ): Promise<ActiveClaim | undefined> {
     const { headerName, maxKeyLength, keyPrefix, store, leaseMs } = this.options;
     const header = request.headers[headerName];
     const key = typeof header === 'string' ? header : header?.join(', ');

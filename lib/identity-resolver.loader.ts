@@ -1,4 +1,4 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, type Type } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import type {
   IdempotencyIdentity,
@@ -6,10 +6,10 @@ import type {
   IdentityFunction,
 } from './interfaces/identity-resolver.interface.js';
 
-type ResolverClass = new (...args: any[]) => IdempotencyIdentityResolver;
+type ResolverClass = Type<IdempotencyIdentityResolver>;
 
 function isResolverClass(identity: IdempotencyIdentity): identity is ResolverClass {
-  return typeof identity.prototype?.resolve === 'function';
+  return typeof (identity.prototype as Partial<IdempotencyIdentityResolver> | undefined)?.resolve === 'function';
 }
 
 /**
@@ -30,7 +30,7 @@ export class IdentityResolverLoader {
 
   /** The function that resolves `identity`'s scope; a promise only the first time a class is used. */
   load(identity: IdempotencyIdentity): IdentityFunction | Promise<IdentityFunction> {
-    if (!isResolverClass(identity)) return identity as IdentityFunction;
+    if (!isResolverClass(identity)) return identity;
     let resolver = this.resolvers.get(identity);
     if (!resolver) {
       resolver = this.instantiate(identity).then((instance) => instance.resolve.bind(instance));

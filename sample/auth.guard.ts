@@ -14,7 +14,7 @@ export interface Caller {
 @Injectable()
 export class AuthGuard implements CanActivate {
   canActivate(context: ExecutionContext): boolean {
-    const req = context.switchToHttp().getRequest();
+    const req = context.switchToHttp().getRequest<{ headers: Record<string, string | undefined>; user?: Caller }>();
     const header = req.headers.authorization;
     const token = typeof header === 'string' && header.startsWith('Bearer ') ? header.slice(7) : undefined;
     const accountId = token === undefined ? undefined : DEMO_TOKENS[token];

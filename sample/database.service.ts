@@ -76,9 +76,10 @@ export class DatabaseService implements OnModuleDestroy {
 
   /** Rows per idempotency key, for "one payment per key" checks. */
   paymentCountsByKey(): Map<string, number> {
-    const rows = this.db
-      .prepare('SELECT idempotency_key AS key, COUNT(*) AS n FROM payments GROUP BY idempotency_key')
-      .all() as { key: string; n: number }[];
+    const rows = this.db.prepare('SELECT idempotency_key AS key, COUNT(*) AS n FROM payments GROUP BY idempotency_key').all() as {
+      key: string;
+      n: number;
+    }[];
     return new Map(rows.map((r) => [r.key, r.n]));
   }
 

@@ -24,9 +24,7 @@ async function bootstrap(): Promise<void> {
     providerLatencyMs: numberFromEnv('PAYMENT_PROVIDER_LATENCY_MS'),
   });
   const app =
-    process.env.ADAPTER === 'fastify'
-      ? await NestFactory.create(module, new FastifyAdapter())
-      : await NestFactory.create(module);
+    process.env.ADAPTER === 'fastify' ? await NestFactory.create(module, new FastifyAdapter()) : await NestFactory.create(module);
   app.setGlobalPrefix('api');
   app.enableShutdownHooks();
   const port = Number(process.env.PORT ?? 3000);

@@ -7,5 +7,5 @@ import { IDEMPOTENCY_KEY_PROPERTY } from '../idempotency.constants.js';
  */
 export const IdempotencyKey = createParamDecorator(
   (_data: unknown, context: ExecutionContext): string | undefined =>
-    context.switchToHttp().getRequest()[IDEMPOTENCY_KEY_PROPERTY],
+    context.switchToHttp().getRequest<Record<symbol, string | undefined>>()[IDEMPOTENCY_KEY_PROPERTY],
 );

@@ -23,7 +23,8 @@ function toBuffer(chunk: unknown, encoding: unknown): Buffer {
   if (Buffer.isBuffer(chunk)) return chunk;
   if (typeof chunk === 'string') return Buffer.from(chunk, typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8');
   if (chunk instanceof Uint8Array) return Buffer.from(chunk);
-  return Buffer.from(String(chunk));
+  // Node itself refuses any other chunk type; recording its text is the least surprising guess.
+  return Buffer.from(String(chunk as number));
 }
 
 /**
@@ -34,6 +35,8 @@ function toBuffer(chunk: unknown, encoding: unknown): Buffer {
  * not recorded: they belong to this request, not to its answer.
  */
 export function recordResponse(raw: ServerResponse, before: HeaderSnapshot, hooks: RecorderHooks): ResponseRecording {
+  // Unbound on purpose: put back as they were, or called with the response as `this`.
+  // eslint-disable-next-line @typescript-eslint/unbound-method
   const original = { writeHead: raw.writeHead, write: raw.write, end: raw.end };
   let headHeaders: HeaderInput;
   let active = true;
@@ -50,7 +53,7 @@ export function recordResponse(raw: ServerResponse, before: HeaderSnapshot, hook
     // writeHead(status, headers) or writeHead(status, reason, headers)
     headHeaders = (typeof rest[0] === 'string' ? rest[1] : rest[0]) as HeaderInput;
     return (original.writeHead as (...args: unknown[]) => ServerResponse).call(this, status, ...rest);
-  } as ServerResponse['writeHead'];
+  };
 
   raw.write = function (this: ServerResponse, ...args: unknown[]) {
     restore();

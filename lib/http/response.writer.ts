@@ -24,7 +24,14 @@ const SEALED_RAW = {
   write: sealed(() => true),
   end: sealed((self) => self),
 };
-const SEALED_REPLY = { code: returnThis, status: returnThis, header: returnThis, headers: returnThis, type: returnThis, send: returnThis };
+const SEALED_REPLY = {
+  code: returnThis,
+  status: returnThis,
+  header: returnThis,
+  headers: returnThis,
+  type: returnThis,
+  send: returnThis,
+};
 
 /**
  * Sends `response` as the final answer, then seals the response: whatever a filter, an interceptor

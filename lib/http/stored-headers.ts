@@ -1,4 +1,4 @@
-import type { OutgoingHttpHeaders } from 'node:http';
+import type { OutgoingHttpHeader, OutgoingHttpHeaders } from 'node:http';
 
 /**
  * Headers a replay must not repeat: hop-by-hop ones (RFC 9110 §7.6.1), those the server computes
@@ -27,13 +27,20 @@ export function addHeaders(target: Record<string, string | string[]>, headers: H
   if (!headers) return;
   if (Array.isArray(headers)) {
     // writeHead(status, [name, value, name, value, ...])
-    for (let i = 0; i + 1 < headers.length; i += 2) addHeader(target, String(headers[i]), headers[i + 1], before);
+    // Array.isArray narrows a readonly array to any[]: name the element type again.
+    const list = headers as readonly (string | string[])[];
+    for (let i = 0; i + 1 < list.length; i += 2) addHeader(target, String(list[i]), list[i + 1], before);
     return;
   }
   for (const name of Object.keys(headers)) addHeader(target, name, (headers as OutgoingHttpHeaders)[name], before);
 }
 
-function addHeader(target: Record<string, string | string[]>, name: string, value: unknown, before: HeaderSnapshot): void {
+function addHeader(
+  target: Record<string, string | string[]>,
+  name: string,
+  value: OutgoingHttpHeader | undefined,
+  before: HeaderSnapshot,
+): void {
   const lower = name.toLowerCase();
   if (value === undefined || UNSTORED_HEADERS.has(lower)) return;
   // Set for this request before the handler ran (CORS, a request id): a retry gets its own.
@@ -42,7 +49,10 @@ function addHeader(target: Record<string, string | string[]>, name: string, valu
 }
 
 /** The headers of `headers` a record keeps: neither unstored ones nor those unchanged since `before`. */
-export function storableHeaders(headers: Readonly<Record<string, unknown>>, before: HeaderSnapshot): Record<string, string | string[]> {
+export function storableHeaders(
+  headers: Readonly<Record<string, unknown>>,
+  before: HeaderSnapshot,
+): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
   addHeaders(out, headers as OutgoingHttpHeaders, before);
   return out;

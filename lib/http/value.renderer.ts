@@ -32,7 +32,7 @@ export function renderValue(
     body = Buffer.from(value);
     type = TEXT_TYPE[adapter];
   } else if (adapter === 'express' && typeof value !== 'object') {
-    body = Buffer.from(String(value));
+    body = Buffer.from(String(value as number | boolean | bigint));
     type = TEXT_TYPE.express;
   } else {
     body = Buffer.from(JSON.stringify(value));

@@ -1,4 +1,4 @@
-import type { ModuleMetadata, Provider, Type } from '@nestjs/common';
+import type { FactoryProvider, ModuleMetadata, Provider, Type } from '@nestjs/common';
 import type { IdempotencyStore } from './idempotency-store.interface.js';
 import type { MissingHeaderPolicy } from './idempotent-options.interface.js';
 import type { IdempotencyIdentity } from './identity-resolver.interface.js';
@@ -52,8 +52,10 @@ export interface IdempotencyOptionsFactory {
 export interface IdempotencyModuleAsyncOptions extends Pick<ModuleMetadata, 'imports'> {
   /** Default `true`, as for `forRoot()`. */
   isGlobal?: boolean;
+  /** Builds the options from the providers `inject` lists, in that order. */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as Nest's own factories: the arguments are whatever `inject` lists
   useFactory?: (...args: any[]) => IdempotencyModuleOptions | Promise<IdempotencyModuleOptions>;
-  inject?: any[];
+  inject?: FactoryProvider['inject'];
   useClass?: Type<IdempotencyOptionsFactory>;
   useExisting?: Type<IdempotencyOptionsFactory>;
   /** Providers the factory or class needs that no imported module exports. */

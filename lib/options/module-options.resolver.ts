@@ -51,6 +51,7 @@ export function resolveModuleOptions(
   const headerName = options.headerName ?? DEFAULT_HEADER_NAME;
   if (typeof headerName !== 'string' || !TOKEN.test(headerName)) fail(where, CONFIG_ERRORS.headerName);
   const keyPrefix = options.keyPrefix ?? DEFAULT_KEY_PREFIX;
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what it looks for
   if (typeof keyPrefix !== 'string' || /[\x00-\x20\x7f]/.test(keyPrefix)) fail(where, CONFIG_ERRORS.keyPrefix);
   // Timer-driven durations stop at what setTimeout can wait: past it Node fires after 1 ms.
   const leaseMs = integerIn(where, 'leaseMs', options.leaseMs, DEFAULT_LEASE_MS, 3, MAX_TIMER_MS);
@@ -62,7 +63,14 @@ export function resolveModuleOptions(
     headerName: headerName.toLowerCase(),
     keyPrefix,
     maxKeyLength: integerIn(where, 'maxKeyLength', options.maxKeyLength, DEFAULT_MAX_KEY_LENGTH, 1, Number.MAX_SAFE_INTEGER),
-    maxScopeLength: integerIn(where, 'maxScopeLength', options.maxScopeLength, DEFAULT_MAX_SCOPE_LENGTH, 1, Number.MAX_SAFE_INTEGER),
+    maxScopeLength: integerIn(
+      where,
+      'maxScopeLength',
+      options.maxScopeLength,
+      DEFAULT_MAX_SCOPE_LENGTH,
+      1,
+      Number.MAX_SAFE_INTEGER,
+    ),
     missingHeader: missingHeaderPolicy(where, options.missingHeader, 'reject'),
     identity: identityOption(where, options.identity),
   };

@@ -41,7 +41,12 @@ function nearestKey(key: string, valid: readonly string[]): string | undefined {
 }
 
 /** Fails on a key no option has: a slip like `store` for `cache` would otherwise start on defaults. */
-export function refuseUnknownKeys(where: string, options: object, valid: readonly string[], registration: string | undefined): void {
+export function refuseUnknownKeys(
+  where: string,
+  options: object,
+  valid: readonly string[],
+  registration: string | undefined,
+): void {
   for (const key of Object.keys(options)) {
     if (valid.includes(key)) continue;
     if (registration && REGISTRATION_KEYS.has(key)) {

@@ -2,7 +2,12 @@ import { Logger } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import { MAX_TIMER_MS } from '../idempotency.constants.js';
 import { CONFIG_ERRORS, LOGS, STORE_ERRORS } from '../idempotency.messages.js';
-import type { ClaimOutcome, IdempotencyClaim, IdempotencyRecord, IdempotencyStore } from '../interfaces/idempotency-store.interface.js';
+import type {
+  ClaimOutcome,
+  IdempotencyClaim,
+  IdempotencyRecord,
+  IdempotencyStore,
+} from '../interfaces/idempotency-store.interface.js';
 import { decodeEntry, encodeClaim, encodeRecord, ownerPrefix } from './store-value.codec.js';
 import { RedisCacheOptions, type RedisClientLike } from './redis-cache.options.js';
 import { SCRIPTS, type ScriptedClient } from './redis.scripts.js';

@@ -35,7 +35,7 @@ export function decodeRecord(value: Buffer): IdempotencyRecord {
   const c = value.indexOf(NL, b + 1);
   const response: StoredResponse = {
     status: Number(value.toString('latin1', a + 1, b)),
-    headers: JSON.parse(value.toString('utf8', b + 1, c)),
+    headers: JSON.parse(value.toString('utf8', b + 1, c)) as StoredResponse['headers'],
     body: value.subarray(c + 1),
   };
   return { fingerprint: value.toString('latin1', 1, a), response };

@@ -23,7 +23,7 @@ function sortKeys(_key: string, value: unknown): unknown {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return value;
   // No prototype: on a plain object, `sorted['__proto__'] = v` would set the prototype instead of
   // copying the key, and bodies differing only inside a "__proto__" key would share a fingerprint.
-  const sorted: Record<string, unknown> = Object.create(null);
+  const sorted = Object.create(null) as Record<string, unknown>;
   for (const k of Object.keys(value).sort()) sorted[k] = (value as Record<string, unknown>)[k];
   return sorted;
 }

@@ -86,7 +86,10 @@ describe.each(ADAPTERS)('attack list and key validation on %s', (adapter) => {
   it('6. keys: 255 characters pass, 256 get 400 naming the limit, never the key', async () => {
     const ok = await request(server()).post('/payments').set('Idempotency-Key', 'k'.repeat(255)).send({});
     expect(ok.status).toBe(201);
-    const long = await request(server()).post('/payments').set('Idempotency-Key', `${'q'.repeat(255)}Z`).send({});
+    const long = await request(server())
+      .post('/payments')
+      .set('Idempotency-Key', `${'q'.repeat(255)}Z`)
+      .send({});
     expect(long.status).toBe(400);
     expect(long.text).toBe('{"error":"idempotency-key exceeds 255 characters"}');
   });
@@ -105,7 +108,7 @@ describe.each(ADAPTERS)('attack list and key validation on %s', (adapter) => {
     }
   });
 
-  it('6. keys: other control bytes are refused (by Node\'s parser already) and never run the handler', async () => {
+  it("6. keys: other control bytes are refused (by Node's parser already) and never run the handler", async () => {
     const before = runs.total();
     for (const key of ['SECRET\x01', 'SECRET\x7f', 'SECRET\x1b[0m']) {
       const res = await rawRequest(port, 'POST', '/payments', [['Idempotency-Key', key]], '{}');

@@ -113,7 +113,11 @@ describe.each(ADAPTERS)('core behaviour on %s', (adapter) => {
     const key = newKey();
     gate.close();
     const entered = gate.whenEntered();
-    const first = request(server()).post('/payments').set('Idempotency-Key', key).send({ amount: 1 }).then((r) => r);
+    const first = request(server())
+      .post('/payments')
+      .set('Idempotency-Key', key)
+      .send({ amount: 1 })
+      .then((r) => r);
     await entered;
     const dup = await request(server()).post('/payments').set('Idempotency-Key', key).send({ amount: 1 });
     expect(dup.status).toBe(409);
@@ -189,7 +193,7 @@ describe.each(ADAPTERS)('core behaviour on %s', (adapter) => {
     expect(c.body.run).toBe(a.body.run + 1);
   });
 
-  it('identity: a class resolver sees the guard\'s user and scopes keys per caller', async () => {
+  it("identity: a class resolver sees the guard's user and scopes keys per caller", async () => {
     const key = newKey();
     const alice = await request(server()).post('/scoped').set('Idempotency-Key', key).set('x-user', 'alice');
     const bob = await request(server()).post('/scoped').set('Idempotency-Key', key).set('x-user', 'bob');

@@ -9,7 +9,6 @@ import {
   type ExceptionFilter,
   type ExecutionContext,
   Get,
-  type INestApplication,
   Injectable,
   Logger,
   type MiddlewareConsumer,
@@ -54,7 +53,11 @@ async function send(base: string, path: string, headers: Record<string, string>,
   return { status: res.status, headers: res.headers, text: await res.text() };
 }
 
-const json = (key: string, extra: Record<string, string> = {}) => ({ 'idempotency-key': key, 'content-type': 'application/json', ...extra });
+const json = (key: string, extra: Record<string, string> = {}) => ({
+  'idempotency-key': key,
+  'content-type': 'application/json',
+  ...extra,
+});
 
 /** Times out after x-timeout-ms, the TimeoutInterceptor recipe of the Nest docs; other requests pass. */
 @Injectable()
@@ -223,7 +226,9 @@ describe.each(ADAPTERS)('issue 8 on %s', (adapter) => {
   it('1. an Observable handler whose client disconnects runs once, and its retry replays its result', async () => {
     const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
     const { base, runs } = await start(adapter, { leaseMs: 300 });
-    await expect(fetch(`${base}/observable`, { method: 'POST', headers: json('obs'), body: '{}', signal: AbortSignal.timeout(100) })).rejects.toThrow();
+    await expect(
+      fetch(`${base}/observable`, { method: 'POST', headers: json('obs'), body: '{}', signal: AbortSignal.timeout(100) }),
+    ).rejects.toThrow();
     const during = await send(base, '/observable', json('obs'), '{}');
     expect(during.status).toBe(409);
     await sleep(700); // past the handler and two leases
@@ -271,7 +276,10 @@ describe.each(ADAPTERS)('issue 8 on %s', (adapter) => {
     [undefined, 'a', 'b'],
   ])('3. a %s body the fingerprint cannot see is never ignored: refused, or a 422 for another body', async (type, a, b) => {
     const { base, runs } = await start(adapter);
-    const headers = (): Record<string, string> => ({ 'idempotency-key': `body-${type}`, ...(type ? { 'content-type': type } : {}) });
+    const headers = (): Record<string, string> => ({
+      'idempotency-key': `body-${type}`,
+      ...(type ? { 'content-type': type } : {}),
+    });
     const encode = (s: string) => (type ? s : new TextEncoder().encode(s)); // a Uint8Array goes without a content type
     const first = await send(base, '/body', headers(), encode(a));
     if (first.status === 201) {
@@ -361,7 +369,11 @@ describe.each(ADAPTERS)('issue 8 on %s', (adapter) => {
     const b = send(full, '/gated', json('b'), '{}');
     while (fullRuns.of('gated') < 2) await sleep(5);
     const c = await send(full, '/body', json('c'), '{}');
-    expect([c.status, c.headers.get('retry-after'), c.text]).toEqual([503, '1', '{"error":"idempotency store unavailable; retry shortly"}']);
+    expect([c.status, c.headers.get('retry-after'), c.text]).toEqual([
+      503,
+      '1',
+      '{"error":"idempotency store unavailable; retry shortly"}',
+    ]);
     expect(errors).toHaveBeenCalledWith(expect.stringContaining('InMemoryCache is full'));
     fullGate.release();
     expect([(await a).status, (await b).status]).toEqual([201, 201]);
@@ -395,7 +407,9 @@ describe.each(ADAPTERS)('issue 8 on %s', (adapter) => {
     const res = await send(base, '/body', json('k'), '{}');
     expect([res.status, res.text]).toEqual([500, '{"error":"the caller scope of this request could not be resolved"}']);
     expect(runs.of('body')).toBe(0);
-    expect(errors).toHaveBeenCalledWith('HardeningController.body: the identity resolver returned an empty string, not a scope; answering 500');
+    expect(errors).toHaveBeenCalledWith(
+      'HardeningController.body: the identity resolver returned an empty string, not a scope; answering 500',
+    );
   });
 
   it('14. an unknown option fails the start naming it and the nearest valid one; module-level keys say so', async () => {
@@ -422,7 +436,9 @@ describe.each(ADAPTERS)('issue 8 on %s', (adapter) => {
       await sleep(50);
     }
     expect(runs.of('gated')).toBe(2); // taken over: held for maxHoldMs, then one lease
-    expect(warn).toHaveBeenCalledWith(expect.stringContaining('HardeningController.gated: the handler has held its key for 300 ms (maxHoldMs)'));
+    expect(warn).toHaveBeenCalledWith(
+      expect.stringContaining('HardeningController.gated: the handler has held its key for 300 ms (maxHoldMs)'),
+    );
     gate.release();
     const statuses = (await Promise.all([stuck, ...retries])).map((r) => r.status);
     expect(statuses.filter((s) => s === 201)).toHaveLength(2);

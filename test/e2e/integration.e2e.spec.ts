@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from '@jest/globals';
+import { describe, expect, it } from '@jest/globals';
 import {
   type ArgumentsHost,
   Catch,
@@ -16,14 +16,12 @@ import {
   StreamableFile,
 } from '@nestjs/common';
 import { APP_FILTER, APP_INTERCEPTOR } from '@nestjs/core';
-import type { INestApplication } from '@nestjs/common';
 import { Readable } from 'node:stream';
 import { interval, map, type Observable } from 'rxjs';
 import request from 'supertest';
 import {
   type IdempotencyModuleOptions,
   IdempotencyModule,
-  type IdempotencyOptionsFactory,
   type IdempotencyRecord,
   type IdempotencyStore,
   Idempotent,
@@ -87,7 +85,12 @@ describe.each(ADAPTERS)('integration on %s', (adapter) => {
     const app = await start(adapter, {
       imports: [IdempotencyModule.forRoot()],
       controllers: [TestController],
-      providers: [Runs, Gate, { provide: APP_INTERCEPTOR, useClass: WrapInterceptor }, { provide: APP_INTERCEPTOR, useClass: RedactInterceptor }],
+      providers: [
+        Runs,
+        Gate,
+        { provide: APP_INTERCEPTOR, useClass: WrapInterceptor },
+        { provide: APP_INTERCEPTOR, useClass: RedactInterceptor },
+      ],
     });
     const a = await request(app.getHttpServer()).post('/payments').set('Idempotency-Key', 'w').send({ secret: 's3cr3t' });
     const b = await request(app.getHttpServer()).post('/payments').set('Idempotency-Key', 'w').send({ secret: 's3cr3t' });
@@ -123,6 +126,20 @@ describe.each(ADAPTERS)('integration on %s', (adapter) => {
     expect(retry.text).toBe(first.text);
   });
 
+  it('serves controllers of feature modules, with the module global at the root or imported where used', async () => {
+    @Module({ controllers: [TestController], providers: [Runs, Gate] })
+    class GlobalFeature {}
+    @Module({ imports: [IdempotencyModule.forRoot({ isGlobal: false })], controllers: [TestController], providers: [Runs, Gate] })
+    class LocalFeature {}
+    for (const meta of [{ imports: [IdempotencyModule.forRoot(), GlobalFeature] }, { imports: [LocalFeature] }]) {
+      const app = await start(adapter, meta);
+      await request(app.getHttpServer()).post('/payments').set('Idempotency-Key', 'f').send({});
+      const retry = await request(app.getHttpServer()).post('/payments').set('Idempotency-Key', 'f').send({});
+      expect(retry.headers['idempotent-replayed']).toBe('true');
+      expect(app.get(Runs).of('payments')).toBe(1);
+    }
+  });
+
   it('every forRoot() without a cache gets a store of its own', async () => {
     const meta = { imports: [IdempotencyModule.forRoot()], controllers: [TestController], providers: [Runs, Gate] };
     const one = await start(adapter, meta);
@@ -133,10 +150,18 @@ describe.each(ADAPTERS)('integration on %s', (adapter) => {
     expect(two.get(Runs).of('payments')).toBe(1);
   });
 
-  it('two keyPrefixes on one InMemoryCache never see each other\'s records', async () => {
+  it("two keyPrefixes on one InMemoryCache never see each other's records", async () => {
     const cache = new InMemoryCache();
-    const one = await start(adapter, { imports: [IdempotencyModule.forRoot({ cache, keyPrefix: 'a:' })], controllers: [TestController], providers: [Runs, Gate] });
-    const two = await start(adapter, { imports: [IdempotencyModule.forRoot({ cache, keyPrefix: 'b:' })], controllers: [TestController], providers: [Runs, Gate] });
+    const one = await start(adapter, {
+      imports: [IdempotencyModule.forRoot({ cache, keyPrefix: 'a:' })],
+      controllers: [TestController],
+      providers: [Runs, Gate],
+    });
+    const two = await start(adapter, {
+      imports: [IdempotencyModule.forRoot({ cache, keyPrefix: 'b:' })],
+      controllers: [TestController],
+      providers: [Runs, Gate],
+    });
     await request(one.getHttpServer()).post('/payments').set('Idempotency-Key', 'shared').send({});
     const res = await request(two.getHttpServer()).post('/payments').set('Idempotency-Key', 'shared').send({});
     expect(res.headers['idempotent-replayed']).toBeUndefined();
@@ -162,7 +187,7 @@ describe.each(ADAPTERS)('integration on %s', (adapter) => {
     expect(app.get(Runs).total()).toBe(0);
   });
 
-  it('a failed commit still sends the handler\'s response', async () => {
+  it("a failed commit still sends the handler's response", async () => {
     const inner = new InMemoryCache();
     const store: IdempotencyStore = {
       claim: (k, c) => inner.claim(k, c),
@@ -170,7 +195,11 @@ describe.each(ADAPTERS)('integration on %s', (adapter) => {
       renew: (k, o, l) => inner.renew(k, o, l),
       commit: () => Promise.reject(new Error('store went away')),
     };
-    const app = await start(adapter, { imports: [IdempotencyModule.forRoot({ cache: store })], controllers: [TestController], providers: [Runs, Gate] });
+    const app = await start(adapter, {
+      imports: [IdempotencyModule.forRoot({ cache: store })],
+      controllers: [TestController],
+      providers: [Runs, Gate],
+    });
     const res = await request(app.getHttpServer()).post('/payments').set('Idempotency-Key', 'f').send({ a: 1 });
     expect(res.status).toBe(201);
     expect(res.body.txId).toBe('tx-1');
@@ -198,7 +227,11 @@ class StreamController {
 
 describe.each(ADAPTERS)('runtime streams on %s', (adapter) => {
   it('a returned stream is sent, not stored, and its key is released', async () => {
-    const app = await start(adapter, { imports: [IdempotencyModule.forRoot()], controllers: [StreamController], providers: [Runs] });
+    const app = await start(adapter, {
+      imports: [IdempotencyModule.forRoot()],
+      controllers: [StreamController],
+      providers: [Runs],
+    });
     const a = await request(app.getHttpServer()).post('/file').set('Idempotency-Key', 's').buffer(true);
     const b = await request(app.getHttpServer()).post('/file').set('Idempotency-Key', 's').buffer(true);
     expect(a.status).toBe(201);
@@ -233,9 +266,9 @@ class SseController {
 
 describe('bootstrap refuses what cannot be replayed', () => {
   it('@Res() without passthrough', async () => {
-    await expect(startApp('express', { imports: [IdempotencyModule.forRoot()], controllers: [RawResponseController] })).rejects.toThrow(
-      '@Idempotent() on RawResponseController.raw(): @Res()/@Next() without { passthrough: true }',
-    );
+    await expect(
+      startApp('express', { imports: [IdempotencyModule.forRoot()], controllers: [RawResponseController] }),
+    ).rejects.toThrow('@Idempotent() on RawResponseController.raw(): @Res()/@Next() without { passthrough: true }');
   });
 
   it('@Sse()', async () => {
@@ -272,7 +305,11 @@ describe('module options', () => {
     [{ cache: {} }, 'IdempotencyModule: cache must implement IdempotencyStore (missing claim())'],
   ])('%j is refused at startup', async (options, message) => {
     await expect(
-      startApp('express', { imports: [IdempotencyModule.forRoot(options as IdempotencyModuleOptions)], controllers: [TestController], providers: [Runs, Gate] }),
+      startApp('express', {
+        imports: [IdempotencyModule.forRoot(options as IdempotencyModuleOptions)],
+        controllers: [TestController],
+        providers: [Runs, Gate],
+      }),
     ).rejects.toThrow(message);
   });
 
@@ -304,7 +341,11 @@ describe('forRootAsync()', () => {
       useFactory: async (config: Config) => ({ ttlMs: config.ttlMs, missingHeader: 'pass-through' as const }),
     }),
     useClass: IdempotencyModule.forRootAsync({ imports: [ConfigModule], useClass: OptionsFactory }),
-    useExisting: IdempotencyModule.forRootAsync({ imports: [ConfigModule], useExisting: OptionsFactory, extraProviders: [OptionsFactory] }),
+    useExisting: IdempotencyModule.forRootAsync({
+      imports: [ConfigModule],
+      useExisting: OptionsFactory,
+      extraProviders: [OptionsFactory],
+    }),
   };
   it.each(Object.entries(variants))('%s applies the built options', async (_, definition) => {
     const app = await start('express', { imports: [definition], controllers: [TestController], providers: [Runs, Gate] });
@@ -321,8 +362,8 @@ describe('forRootAsync()', () => {
 
   it('validates what the factory returns', async () => {
     const definition = IdempotencyModule.forRootAsync({ useFactory: () => ({ ttlMs: -1 }) });
-    await expect(startApp('express', { imports: [definition], controllers: [TestController], providers: [Runs, Gate] })).rejects.toThrow(
-      'IdempotencyModule: ttlMs must be an integer from 1 to 31536000000, got -1',
-    );
+    await expect(
+      startApp('express', { imports: [definition], controllers: [TestController], providers: [Runs, Gate] }),
+    ).rejects.toThrow('IdempotencyModule: ttlMs must be an integer from 1 to 31536000000, got -1');
   });
 });

@@ -12,13 +12,21 @@ describe.each(ADAPTERS)('sample payments API on %s', (adapter) => {
   let app: INestApplication;
   let db: DatabaseService;
   beforeAll(async () => {
-    app = await startApp(adapter, { imports: [AppModule.register({ databasePath: ':memory:' })] }, { configure: (a) => a.setGlobalPrefix('api') });
+    app = await startApp(
+      adapter,
+      { imports: [AppModule.register({ databasePath: ':memory:' })] },
+      { configure: (a) => a.setGlobalPrefix('api') },
+    );
     db = app.get(DatabaseService);
   });
   afterAll(() => app.close());
 
   const pay = (key: string, body: unknown, auth = ALICE) =>
-    request(app.getHttpServer()).post('/api/payments').set('Authorization', auth).set('Idempotency-Key', key).send(body as object);
+    request(app.getHttpServer())
+      .post('/api/payments')
+      .set('Authorization', auth)
+      .set('Idempotency-Key', key)
+      .send(body as object);
 
   it('ATK-04: ten retries of one payment leave exactly one row', async () => {
     const texts = new Set<string>();
@@ -82,7 +90,7 @@ describe.each(ADAPTERS)('sample payments API on %s', (adapter) => {
     expect(stored).toEqual(expect.arrayContaining(["' OR 1=1; --", '<script>alert(1)</script>']));
   });
 
-  it('keys are scoped per account: Bob reusing Alice\'s key gets his own payment', async () => {
+  it("keys are scoped per account: Bob reusing Alice's key gets his own payment", async () => {
     const alice = await pay('shared-key', { amount: 10, currency: 'EUR' });
     const bob = await pay('shared-key', { amount: 10, currency: 'EUR' }, BOB);
     expect(bob.status).toBe(201);
@@ -92,7 +100,10 @@ describe.each(ADAPTERS)('sample payments API on %s', (adapter) => {
   });
 
   it('an unauthenticated request is refused by the guard before any key is claimed', async () => {
-    const res = await request(app.getHttpServer()).post('/api/payments').set('Idempotency-Key', 'anon').send({ amount: 1, currency: 'EUR' });
+    const res = await request(app.getHttpServer())
+      .post('/api/payments')
+      .set('Idempotency-Key', 'anon')
+      .send({ amount: 1, currency: 'EUR' });
     expect(res.status).toBe(401);
     const ok = await pay('anon', { amount: 1, currency: 'EUR' });
     expect(ok.status).toBe(201);

@@ -32,7 +32,10 @@ describe.each(ADAPTERS)('eviction floods on %s (bounded: 10 x maxEntries)', (ada
     cache = new InMemoryCache({ maxEntries: N });
     app = await startApp(adapter, { imports: [IdempotencyModule.forRoot({ cache })], controllers: [FloodController] });
     quotaCache = new InMemoryCache({ maxEntries: N, prefixQuotas: { 'idem:': N / 2, 'rl:': N / 2 } });
-    quotaApp = await startApp(adapter, { imports: [IdempotencyModule.forRoot({ cache: quotaCache })], controllers: [FloodController] });
+    quotaApp = await startApp(adapter, {
+      imports: [IdempotencyModule.forRoot({ cache: quotaCache })],
+      controllers: [FloodController],
+    });
   });
   afterAll(async () => {
     await app.close();
@@ -53,12 +56,16 @@ describe.each(ADAPTERS)('eviction floods on %s (bounded: 10 x maxEntries)', (ada
     expect(cache.size).toBe(N);
     const kept = await replayed(app, keys);
     expect(kept).toBe(keys.length);
-    if (adapter === 'express') report.push(`${10 * N} plain entries over ${keys.length} records: ${kept}/${keys.length} records replay`);
+    if (adapter === 'express')
+      report.push(`${10 * N} plain entries over ${keys.length} records: ${kept}/${keys.length} records replay`);
   });
 
   it('a flood of 10 x N unique keys stays within N entries and evicts the oldest records first', async () => {
     const floodCache = new InMemoryCache({ maxEntries: N });
-    const floodApp = await startApp(adapter, { imports: [IdempotencyModule.forRoot({ cache: floodCache })], controllers: [FloodController] });
+    const floodApp = await startApp(adapter, {
+      imports: [IdempotencyModule.forRoot({ cache: floodCache })],
+      controllers: [FloodController],
+    });
     try {
       await uniqueFlood(floodApp, floodCache);
     } finally {
@@ -68,7 +75,10 @@ describe.each(ADAPTERS)('eviction floods on %s (bounded: 10 x maxEntries)', (ada
 
   it('records that were retried outlive a flood of never-retried keys', async () => {
     const floodCache = new InMemoryCache({ maxEntries: N });
-    const floodApp = await startApp(adapter, { imports: [IdempotencyModule.forRoot({ cache: floodCache })], controllers: [FloodController] });
+    const floodApp = await startApp(adapter, {
+      imports: [IdempotencyModule.forRoot({ cache: floodCache })],
+      controllers: [FloodController],
+    });
     try {
       const retried = Array.from({ length: N / 4 }, (_, i) => `retried-${i}`);
       for (const k of retried) await charge(floodApp, k);
@@ -77,7 +87,9 @@ describe.each(ADAPTERS)('eviction floods on %s (bounded: 10 x maxEntries)', (ada
       const kept = await replayed(floodApp, retried);
       expect(kept).toBe(retried.length);
       if (adapter === 'express') {
-        report.push(`${retried.length} records read once, then ${10 * N} attacker keys: ${kept}/${retried.length} still replay (unread entries go first)`);
+        report.push(
+          `${retried.length} records read once, then ${10 * N} attacker keys: ${kept}/${retried.length} still replay (unread entries go first)`,
+        );
       }
     } finally {
       await floodApp.close();
@@ -101,11 +113,13 @@ describe.each(ADAPTERS)('eviction floods on %s (bounded: 10 x maxEntries)', (ada
     expect(await replayed(app, oldest)).toBe(0);
     expect(app.get(FloodController).runs).toBe(before + oldest.length);
     if (adapter === 'express') {
-      report.push(`${keys.length} unique keys: peak ${peak} entries; newest ${N} replay, oldest ${keys.length - N} were evicted (victims' retries run again)`);
+      report.push(
+        `${keys.length} unique keys: peak ${peak} entries; newest ${N} replay, oldest ${keys.length - N} were evicted (victims' retries run again)`,
+      );
     }
   }
 
-  it('prefixQuotas keep the reserved prefix\'s records through a flood under another prefix', async () => {
+  it("prefixQuotas keep the reserved prefix's records through a flood under another prefix", async () => {
     const keys = Array.from({ length: N / 2 }, (_, i) => `quota-${i}`);
     for (const k of keys) expect((await charge(quotaApp, k)).status).toBe(201);
     // A rate limiter's counters carry a guarantee too: only the quota ranks them against records.
@@ -113,6 +127,7 @@ describe.each(ADAPTERS)('eviction floods on %s (bounded: 10 x maxEntries)', (ada
     expect(quotaCache.size).toBe(N);
     const kept = await replayed(quotaApp, keys);
     expect(kept).toBe(keys.length);
-    if (adapter === 'express') report.push(`quota idem:=${N / 2}: ${10 * N} guaranteed rl: entries, ${kept}/${keys.length} records replay`);
+    if (adapter === 'express')
+      report.push(`quota idem:=${N / 2}: ${10 * N} guaranteed rl: entries, ${kept}/${keys.length} records replay`);
   });
 });

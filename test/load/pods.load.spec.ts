@@ -70,7 +70,10 @@ async function runLoad(pods: Pod[], database: string, label: string): Promise<vo
     check(k, await pay(pods[0].base, `load-${label}-${k}`, body(k)));
   }
   const db = new Database(database, { readonly: true });
-  const rows = db.prepare('SELECT idempotency_key AS key, COUNT(*) AS n FROM payments GROUP BY idempotency_key').all() as { key: string; n: number }[];
+  const rows = db.prepare('SELECT idempotency_key AS key, COUNT(*) AS n FROM payments GROUP BY idempotency_key').all() as {
+    key: string;
+    n: number;
+  }[];
   db.close();
   process.stdout.write(
     `\nload (${label}): ${flat.length} requests over ${KEYS} keys -> handled ${tally.handled}, replayed ${tally.replayed}, 409 ${tally.conflicts}, other ${tally.other}; rows ${rows.length} (max per key ${Math.max(...rows.map((r) => r.n))})\n`,
@@ -98,18 +101,22 @@ describe('load on the sample payments API', () => {
     }
   }, 120_000);
 
-  (redisAvailable('load suite (Redis)') ? it : it.skip)('Redis store, two processes', async () => {
-    const server = await RedisServer.start();
-    const database = join(dir, 'redis.db');
-    const pods = [
-      await Pod.start({ database, redisUrl: server.url, providerLatencyMs: PROVIDER_LATENCY_MS }),
-      await Pod.start({ database, redisUrl: server.url, providerLatencyMs: PROVIDER_LATENCY_MS, adapter: 'fastify' }),
-    ];
-    try {
-      await runLoad(pods, database, 'redis');
-    } finally {
-      await Promise.all(pods.map((p) => p.kill()));
-      await server.stop();
-    }
-  }, 120_000);
+  (redisAvailable('load suite (Redis)') ? it : it.skip)(
+    'Redis store, two processes',
+    async () => {
+      const server = await RedisServer.start();
+      const database = join(dir, 'redis.db');
+      const pods = [
+        await Pod.start({ database, redisUrl: server.url, providerLatencyMs: PROVIDER_LATENCY_MS }),
+        await Pod.start({ database, redisUrl: server.url, providerLatencyMs: PROVIDER_LATENCY_MS, adapter: 'fastify' }),
+      ];
+      try {
+        await runLoad(pods, database, 'redis');
+      } finally {
+        await Promise.all(pods.map((p) => p.kill()));
+        await server.stop();
+      }
+    },
+    120_000,
+  );
 });

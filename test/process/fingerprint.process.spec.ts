@@ -15,7 +15,9 @@ function fingerprintsElsewhere(inputs: unknown[][]): string[] {
     process.stdin.on('data', (d) => (input += d)).on('end', () => {
       process.stdout.write(JSON.stringify(JSON.parse(input).map(([m, u, b]) => requestFingerprint(m, u, b, 'Pay.create'))));
     });`;
-  return JSON.parse(execFileSync(process.execPath, ['--input-type=module', '-e', script], { input: JSON.stringify(inputs), encoding: 'utf8' }));
+  return JSON.parse(
+    execFileSync(process.execPath, ['--input-type=module', '-e', script], { input: JSON.stringify(inputs), encoding: 'utf8' }),
+  );
 }
 
 describe('the fingerprint across processes', () => {
@@ -26,16 +28,21 @@ describe('the fingerprint across processes', () => {
       { amount: 100, currency: 'EUR', tags: ['a', 'b'], meta: { z: 1, a: 'ü' } },
       'Pay.create',
     );
-    const [there] = fingerprintsElsewhere([['POST', '/api/payments?a=1&b=2', { meta: { a: 'ü', z: 1 }, tags: ['a', 'b'], currency: 'EUR', amount: 100 }]]);
+    const [there] = fingerprintsElsewhere([
+      ['POST', '/api/payments?a=1&b=2', { meta: { a: 'ü', z: 1 }, tags: ['a', 'b'], currency: 'EUR', amount: 100 }],
+    ]);
     expect(there).toBe(here);
     expect(here).toMatch(/^[A-Za-z0-9_-]{43}$/);
   });
 
   it('property: every generated request fingerprints identically in a separate process', () => {
-    const samples = fc.sample(fc.record({ method: fc.constantFrom('POST', 'PUT', 'PATCH', 'DELETE'), request: requestArbitrary }), {
-      seed: SEED,
-      numRuns: 200,
-    });
+    const samples = fc.sample(
+      fc.record({ method: fc.constantFrom('POST', 'PUT', 'PATCH', 'DELETE'), request: requestArbitrary }),
+      {
+        seed: SEED,
+        numRuns: 200,
+      },
+    );
     const inputs = samples.map((s) => [s.method, `/echo/${s.request.id}?${queryString(s.request.pairs)}`, s.request.body]);
     const here = inputs.map(([m, u, b]) => requestFingerprint(m as string, u as string, b, 'Pay.create'));
     expect(fingerprintsElsewhere(inputs)).toEqual(here);

@@ -46,8 +46,10 @@ class PropertyController {
   }
 }
 
+// eslint-disable-next-line no-control-regex -- control characters are what these two describe
 const FORBIDDEN = /[\x00-\x20\x7f]/;
 /** Bytes Node's own HTTP parser refuses in a header value (probed on Node 20): it answers 400 itself. */
+// eslint-disable-next-line no-control-regex
 const NODE_REFUSES = /[\x00-\x08\x0a-\x1f\x7f]/;
 const NODE_400_BODIES = ['', '{"error":"Bad Request","message":"Client Error","statusCode":400}'];
 
@@ -63,17 +65,20 @@ function expectedForKey(value: string): { status: number; body?: string } {
 function expectedForScope(scope: string): { status: number; body?: string } {
   // An empty scope would merge every caller: the resolver's fault, a 500.
   if (scope === '') return { status: 500, body: '{"error":"the caller scope of this request could not be resolved"}' };
-  if (escapeScope(scope).length > MAX_SCOPE) return { status: 400, body: `{"error":"identity scope exceeds ${MAX_SCOPE} characters"}` };
+  if (escapeScope(scope).length > MAX_SCOPE)
+    return { status: 400, body: `{"error":"identity scope exceeds ${MAX_SCOPE} characters"}` };
   const i = scope.search(FORBIDDEN);
   if (i >= 0) return { status: 400, body: `{"error":"identity scope has a control character or space at index ${i}"}` };
   return { status: 201 };
 }
 
-const headerValue = fc.oneof(
-  { weight: 4, arbitrary: fc.string({ unit: anyChar, maxLength: 40 }) },
-  { weight: 1, arbitrary: fc.string({ unit: anyChar, minLength: 240, maxLength: 270 }) },
-  { weight: 1, arbitrary: fc.string({ unit: 'grapheme-ascii', minLength: 250, maxLength: 260 }) },
-).filter((v) => !/[\r\n]/.test(v)); // CR and LF cannot be inside a header value: they end it
+const headerValue = fc
+  .oneof(
+    { weight: 4, arbitrary: fc.string({ unit: anyChar, maxLength: 40 }) },
+    { weight: 1, arbitrary: fc.string({ unit: anyChar, minLength: 240, maxLength: 270 }) },
+    { weight: 1, arbitrary: fc.string({ unit: 'grapheme-ascii', minLength: 250, maxLength: 260 }) },
+  )
+  .filter((v) => !/[\r\n]/.test(v)); // CR and LF cannot be inside a header value: they end it
 
 describe.each(ADAPTERS)('property: client-controlled inputs on %s', (adapter) => {
   let app: INestApplication;
@@ -145,14 +150,22 @@ describe.each(ADAPTERS)('property: client-controlled inputs on %s', (adapter) =>
       fc.asyncProperty(requestArbitrary, fc.nat(), fc.uuid(), async (r, pick, key) => {
         const first = await post(app, key, `/echo/${r.id}?${queryString(r.pairs)}`, r.body);
         expect(first.status).toBe(201);
-        const twin = await post(app, key, `/echo/${r.id}?${queryString(regroup(r.pairs, r.nameOrder))}`, shuffleKeys(r.body, pick));
+        const twin = await post(
+          app,
+          key,
+          `/echo/${r.id}?${queryString(regroup(r.pairs, r.nameOrder))}`,
+          shuffleKeys(r.body, pick),
+        );
         expect(twin.status).toBe(201);
         expect(twin.headers['idempotent-replayed']).toBe('true');
         expect(twin.text).toBe(first.text);
         for (const changed of changes(r, pick)) {
           const res =
             changed.method === 'PUT'
-              ? await request(app.getHttpServer()).put(changed.path).set('Idempotency-Key', key).send(changed.body as object)
+              ? await request(app.getHttpServer())
+                  .put(changed.path)
+                  .set('Idempotency-Key', key)
+                  .send(changed.body as object)
               : await post(app, key, changed.path, changed.body);
           expect({ change: changed.what, status: res.status, text: res.text }).toEqual({
             change: changed.what,
@@ -167,7 +180,11 @@ describe.each(ADAPTERS)('property: client-controlled inputs on %s', (adapter) =>
 });
 
 function post(app: INestApplication, key: string, path: string, body: unknown) {
-  return request(app.getHttpServer()).post(path).set('Idempotency-Key', key).set('content-type', 'application/json').send(JSON.stringify(body));
+  return request(app.getHttpServer())
+    .post(path)
+    .set('Idempotency-Key', key)
+    .set('content-type', 'application/json')
+    .send(JSON.stringify(body));
 }
 
 /** The same parameters with names in another order; a repeated name's values keep theirs. */
@@ -180,7 +197,9 @@ function shuffleKeys(value: unknown, seed: number): unknown {
   if (Array.isArray(value)) return value.map((v) => shuffleKeys(v, seed + 1));
   if (value === null || typeof value !== 'object') return value;
   const entries = Object.entries(value);
-  const rotated = entries.length ? [...entries.slice(seed % entries.length), ...entries.slice(0, seed % entries.length)].reverse() : entries;
+  const rotated = entries.length
+    ? [...entries.slice(seed % entries.length), ...entries.slice(0, seed % entries.length)].reverse()
+    : entries;
   return Object.fromEntries(rotated.map(([k, v]) => [k, shuffleKeys(v, seed + 1)]));
 }
 
@@ -226,15 +245,21 @@ describe.each(ADAPTERS)('property: two keyPrefixes on one InMemoryCache on %s', 
   let one: INestApplication;
   let two: INestApplication;
   beforeAll(async () => {
-    one = await startApp(adapter, { imports: [IdempotencyModule.forRoot({ cache, keyPrefix: 'tenant-a:' })], controllers: [PropertyController] });
-    two = await startApp(adapter, { imports: [IdempotencyModule.forRoot({ cache, keyPrefix: 'tenant-b:' })], controllers: [PropertyController] });
+    one = await startApp(adapter, {
+      imports: [IdempotencyModule.forRoot({ cache, keyPrefix: 'tenant-a:' })],
+      controllers: [PropertyController],
+    });
+    two = await startApp(adapter, {
+      imports: [IdempotencyModule.forRoot({ cache, keyPrefix: 'tenant-b:' })],
+      controllers: [PropertyController],
+    });
   });
   afterAll(async () => {
     await one.close();
     await two.close();
   });
 
-  it('never see each other\'s records, whatever the key', async () => {
+  it("never see each other's records, whatever the key", async () => {
     const key = fc.stringMatching(/^[!-~]{1,40}$/);
     await fc.assert(
       fc.asyncProperty(key, async (k) => {

@@ -18,7 +18,9 @@ describeRedis.each(ADAPTERS)('issue 8 on Redis, %s', (adapter) => {
     server = await RedisServer.start([], { ownServer: true });
     app = await startApp(adapter, {
       imports: [
-        IdempotencyModule.forRoot({ cache: new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(300)) }),
+        IdempotencyModule.forRoot({
+          cache: new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(300)),
+        }),
       ],
       controllers: [TestController],
       providers: [Runs, Gate],

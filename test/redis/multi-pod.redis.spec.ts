@@ -18,7 +18,11 @@ describeRedis('two sample pods (separate processes, Express and Fastify) on one 
   let database: string;
   let pods: Pod[] = [];
   const rows = (key: string): number =>
-    (new Database(database, { readonly: true }).prepare('SELECT COUNT(*) AS n FROM payments WHERE idempotency_key = ?').get(key) as { n: number }).n;
+    (
+      new Database(database, { readonly: true })
+        .prepare('SELECT COUNT(*) AS n FROM payments WHERE idempotency_key = ?')
+        .get(key) as { n: number }
+    ).n;
 
   beforeAll(async () => {
     server = await RedisServer.start();
@@ -35,7 +39,7 @@ describeRedis('two sample pods (separate processes, Express and Fastify) on one 
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('a retry on pod 2 replays pod 1\'s response byte for byte', async () => {
+  it("a retry on pod 2 replays pod 1's response byte for byte", async () => {
     const first = await pay(pods[0].base, 'cross-pod');
     const retry = await pay(pods[1].base, 'cross-pod');
     expect(first.status).toBe(201);
@@ -57,14 +61,22 @@ describeRedis('two sample pods (separate processes, Express and Fastify) on one 
 
   it('2,000 distinct keys across both pods: each handler once, every replay identical', async () => {
     const keys = Array.from({ length: 2000 }, (_, i) => `bulk-${i}`);
-    const firsts = await pooled(32, keys.map((k, i) => () => pay(pods[i % 2].base, k, { amount: i + 1, currency: 'EUR' })));
-    const replays = await pooled(32, keys.map((k, i) => () => pay(pods[(i + 1) % 2].base, k, { amount: i + 1, currency: 'EUR' })));
+    const firsts = await pooled(
+      32,
+      keys.map((k, i) => () => pay(pods[i % 2].base, k, { amount: i + 1, currency: 'EUR' })),
+    );
+    const replays = await pooled(
+      32,
+      keys.map((k, i) => () => pay(pods[(i + 1) % 2].base, k, { amount: i + 1, currency: 'EUR' })),
+    );
     firsts.forEach((f, i) => {
       expect(f.status).toBe(201);
       expect(replays[i]).toEqual({ status: 201, text: f.text, replayed: true });
     });
     const db = new Database(database, { readonly: true });
-    const counts = db.prepare("SELECT COUNT(*) AS n, COUNT(DISTINCT idempotency_key) AS k FROM payments WHERE idempotency_key LIKE 'bulk-%'").get() as { n: number; k: number };
+    const counts = db
+      .prepare("SELECT COUNT(*) AS n, COUNT(DISTINCT idempotency_key) AS k FROM payments WHERE idempotency_key LIKE 'bulk-%'")
+      .get() as { n: number; k: number };
     db.close();
     expect(counts).toEqual({ n: 2000, k: 2000 });
   });

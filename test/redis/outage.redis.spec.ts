@@ -20,7 +20,9 @@ describeRedis.each(ADAPTERS)('Redis outage on %s', (adapter) => {
     server = await RedisServer.start([], { ownServer: true });
     app = await startApp(adapter, {
       imports: [
-        IdempotencyModule.forRoot({ cache: new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(500)) }),
+        IdempotencyModule.forRoot({
+          cache: new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(500)),
+        }),
       ],
       controllers: [TestController],
       providers: [Runs, Gate],
@@ -56,7 +58,7 @@ describeRedis.each(ADAPTERS)('Redis outage on %s', (adapter) => {
     expect((await post('after')).headers['idempotent-replayed']).toBe('true');
   }, 30_000);
 
-  it('a commit that fails after the handler ran still sends the handler\'s response', async () => {
+  it("a commit that fails after the handler ran still sends the handler's response", async () => {
     gate.close();
     const entered = gate.whenEntered();
     const pending = post('commit-fails').then((r) => r);

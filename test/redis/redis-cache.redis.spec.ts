@@ -77,7 +77,11 @@ describeRedis('RedisCache on a standalone redis-server', () => {
         `RedisCache: the command timeout must be an integer from 1 to 2147483647 (ms), got ${bad}`,
       );
     }
-    const longest = new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(2 ** 31 - 1));
+    const longest = new RedisCache(
+      RedisCacheOptions.create()
+        .withUrl(server.url)
+        .withCommandTimeout(2 ** 31 - 1),
+    );
     const accepted = new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(1));
     return Promise.all([longest.close(), accepted.close()]);
   });
@@ -127,7 +131,9 @@ describeRedis('RedisCache client set-up, outages and shutdown', () => {
   });
 
   it('lets withRedisOptions() override and extend the client options', async () => {
-    const cache = new RedisCache(RedisCacheOptions.create().withUrl(server.url).withRedisOptions({ maxRetriesPerRequest: 0, db: 2 }));
+    const cache = new RedisCache(
+      RedisCacheOptions.create().withUrl(server.url).withRedisOptions({ maxRetriesPerRequest: 0, db: 2 }),
+    );
     const client = await clientOf(cache);
     expect(client.options.maxRetriesPerRequest).toBe(0);
     expect(client.options.db).toBe(2);

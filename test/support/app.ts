@@ -8,7 +8,10 @@ import { createServer, type RequestListener, type Server } from 'node:http';
 export type AdapterName = 'express' | 'fastify';
 
 /** Every e2e suite runs over both adapters (TEST_ADAPTERS=express narrows it, for mutation runs). */
-export const ADAPTERS: AdapterName[] = (process.env.TEST_ADAPTERS?.split(',') as AdapterName[] | undefined) ?? ['express', 'fastify'];
+export const ADAPTERS: AdapterName[] = (process.env.TEST_ADAPTERS?.split(',') as AdapterName[] | undefined) ?? [
+  'express',
+  'fastify',
+];
 
 export interface StartOptions {
   /** Node's header size limit for the server (Node's default, 16 KiB, answers 431 itself above it). */
@@ -17,7 +20,11 @@ export interface StartOptions {
 }
 
 /** Builds and initialises a real Nest application on the given adapter. */
-export async function startApp(adapter: AdapterName, metadata: ModuleMetadata, options: StartOptions = {}): Promise<INestApplication> {
+export async function startApp(
+  adapter: AdapterName,
+  metadata: ModuleMetadata,
+  options: StartOptions = {},
+): Promise<INestApplication> {
   const moduleRef = await Test.createTestingModule(metadata).compile();
   const { maxHeaderSize } = options;
   const app =

@@ -24,7 +24,10 @@ const NAMES = ['a', 'b', 'tag', 'x', 'ü'];
 export const requestArbitrary: fc.Arbitrary<GeneratedRequest> = fc
   .record({
     id: fc.stringMatching(/^[a-z0-9]{1,8}$/),
-    pairs: fc.array(fc.tuple(fc.constantFrom(...NAMES), fc.string({ unit: anyChar, maxLength: 12 })), { minLength: 1, maxLength: 8 }),
+    pairs: fc.array(fc.tuple(fc.constantFrom(...NAMES), fc.string({ unit: anyChar, maxLength: 12 })), {
+      minLength: 1,
+      maxLength: 8,
+    }),
     nameOrder: fc.shuffledSubarray(NAMES, { minLength: NAMES.length, maxLength: NAMES.length }),
     body: fc.dictionary(fc.string({ maxLength: 6 }), fc.jsonValue({ maxDepth: 3 }), { minKeys: 1, maxKeys: 6 }),
   })
@@ -36,4 +39,3 @@ export const requestArbitrary: fc.Arbitrary<GeneratedRequest> = fc
 export function queryString(pairs: Pair[]): string {
   return pairs.map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join('&');
 }
-

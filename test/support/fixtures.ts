@@ -132,7 +132,15 @@ export class TestController {
 
   @Post('passthrough')
   @Idempotent()
-  passthrough(@Res({ passthrough: true }) res: { status(code: number): unknown; code?: (c: number) => unknown; header?: unknown; setHeader?: unknown }) {
+  passthrough(
+    @Res({ passthrough: true })
+    res: {
+      status(code: number): unknown;
+      code?: (c: number) => unknown;
+      header?: unknown;
+      setHeader?: unknown;
+    },
+  ) {
     const n = this.runs.hit('passthrough');
     if (typeof res.code === 'function') res.code(402);
     else res.status(402);

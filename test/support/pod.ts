@@ -34,7 +34,9 @@ export class Pod {
       IDEMPOTENCY_LEASE_MS: options.leaseMs === undefined ? '' : String(options.leaseMs),
       PAYMENT_PROVIDER_LATENCY_MS: String(options.providerLatencyMs ?? 0),
     };
-    const child = track(spawn(process.execPath, [...(options.nodeArgs ?? []), '.build/sample/main.js'], { env, stdio: ['ignore', 'pipe', 'pipe'] }));
+    const child = track(
+      spawn(process.execPath, [...(options.nodeArgs ?? []), '.build/sample/main.js'], { env, stdio: ['ignore', 'pipe', 'pipe'] }),
+    );
     const output: string[] = [];
     child.stdout?.on('data', (d) => output.push(String(d)));
     child.stderr?.on('data', (d) => output.push(String(d)));
@@ -49,7 +51,7 @@ export class Pod {
       }
       await sleep(50);
     }
-    pod.kill();
+    await pod.kill();
     throw new Error(`pod did not come up: ${output.join('')}`);
   }
 
@@ -69,7 +71,12 @@ export interface Answer {
 }
 
 /** POSTs a payment as Alice (or another token). */
-export async function pay(base: string, key: string, body: unknown = { amount: 100, currency: 'EUR' }, token = 'alice-token'): Promise<Answer> {
+export async function pay(
+  base: string,
+  key: string,
+  body: unknown = { amount: 100, currency: 'EUR' },
+  token = 'alice-token',
+): Promise<Answer> {
   const res = await fetch(`${base}/api/payments`, {
     method: 'POST',
     headers: { authorization: `Bearer ${token}`, 'idempotency-key': key, 'content-type': 'application/json' },

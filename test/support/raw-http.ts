@@ -10,7 +10,13 @@ export interface RawResponse {
  * Sends one HTTP/1.1 request byte for byte over a socket to 127.0.0.1, so tests can put bytes in a
  * header that Node's own HTTP client refuses to send (control characters).
  */
-export function rawRequest(port: number, method: string, path: string, headers: [string, string][], body = ''): Promise<RawResponse> {
+export function rawRequest(
+  port: number,
+  method: string,
+  path: string,
+  headers: [string, string][],
+  body = '',
+): Promise<RawResponse> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, '127.0.0.1');
     const chunks: Buffer[] = [];

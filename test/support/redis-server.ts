@@ -69,7 +69,10 @@ async function waitForPing(port: number, child?: ChildProcess): Promise<void> {
   for (let i = 0; i < 100; i++) {
     if (child && child.exitCode !== null) throw new Error(`redis-server on ${port} exited with ${child.exitCode}`);
     try {
-      const out = execFileSync('redis-cli', ['-h', '127.0.0.1', '-p', String(port), 'PING'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+      const out = execFileSync('redis-cli', ['-h', '127.0.0.1', '-p', String(port), 'PING'], {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'ignore'],
+      });
       if (out.trim() === 'PONG') return;
     } catch {
       // not up yet
@@ -118,9 +121,13 @@ export class RedisServer {
   async resume(): Promise<void> {
     if (this.external) throw new Error('cannot restart the REDIS_URL server');
     this.child = track(
-      spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...this.extraArgs], {
-        stdio: 'ignore',
-      }),
+      spawn(
+        'redis-server',
+        ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...this.extraArgs],
+        {
+          stdio: 'ignore',
+        },
+      ),
     );
     await waitForPing(this.port, this.child);
   }
@@ -166,14 +173,27 @@ export class RedisCluster {
       for (let i = 0; i < 3; i++) {
         cluster.nodes.push(
           await RedisServer.start(
-            ['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, `nodes-${i}.conf`), '--dir', dir, '--cluster-node-timeout', '2000'],
+            [
+              '--cluster-enabled',
+              'yes',
+              '--cluster-config-file',
+              join(dir, `nodes-${i}.conf`),
+              '--dir',
+              dir,
+              '--cluster-node-timeout',
+              '2000',
+            ],
             { ownServer: true, cluster: true },
           ),
         );
       }
-      execFileSync('redis-cli', ['--cluster', 'create', ...cluster.nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'], {
-        stdio: 'ignore',
-      });
+      execFileSync(
+        'redis-cli',
+        ['--cluster', 'create', ...cluster.nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'],
+        {
+          stdio: 'ignore',
+        },
+      );
       for (let i = 0; i < 100; i++) {
         if (cluster.nodes.every((n) => n.cli('CLUSTER', 'INFO').includes('cluster_state:ok'))) return cluster;
         await sleep(100);

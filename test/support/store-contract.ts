@@ -17,7 +17,11 @@ export const sampleRecord = (fingerprint: string): IdempotencyRecord => ({
  * The store contract, run against every IdempotencyStore. Expiry uses real short leases (≤ 200 ms),
  * as a Redis server keeps its own clock.
  */
-export function storeContract(name: string, open: () => Promise<IdempotencyStore>, close: () => Promise<void> = async () => {}): void {
+export function storeContract(
+  name: string,
+  open: () => Promise<IdempotencyStore>,
+  close: () => Promise<void> = async () => {},
+): void {
   describe(`store contract: ${name}`, () => {
     let store: IdempotencyStore;
     beforeAll(async () => {

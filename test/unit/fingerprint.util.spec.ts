@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { BodyTooDeepError, canonicalJson, canonicalQuery, requestFingerprint } from '../../lib/utils/fingerprint.util.js';
 
 describe('canonical query', () => {
-  it('sorts names and keeps the order of a repeated name\'s values', () => {
+  it("sorts names and keeps the order of a repeated name's values", () => {
     expect(canonicalQuery('b=2&a=1')).toBe(canonicalQuery('a=1&b=2'));
     expect(canonicalQuery('tag=a&x=1&tag=b')).toBe('tag=a&tag=b&x=1');
     expect(canonicalQuery('tag=a&tag=b')).not.toBe(canonicalQuery('tag=b&tag=a'));
@@ -47,7 +47,11 @@ describe('canonical body', () => {
   });
 
   it('lets other serialisation errors through as they are', () => {
-    const body = { toJSON: () => { throw new TypeError('not serialisable'); } };
+    const body = {
+      toJSON: () => {
+        throw new TypeError('not serialisable');
+      },
+    };
     expect(() => canonicalJson(body)).toThrow(TypeError);
   });
 
@@ -57,7 +61,8 @@ describe('canonical body', () => {
 });
 
 describe('request fingerprint', () => {
-  const fp = (method: string, url: string, body: unknown, handler = 'Pay.create') => requestFingerprint(method, url, body, handler);
+  const fp = (method: string, url: string, body: unknown, handler = 'Pay.create') =>
+    requestFingerprint(method, url, body, handler);
   const sha = (input: string | Buffer) => createHash('sha256').update(input).digest('base64url');
 
   it('is SHA-256 over the tagged, length-delimited parts, as specified', () => {

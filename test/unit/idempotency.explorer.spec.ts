@@ -1,5 +1,22 @@
 import { describe, expect, it, jest } from '@jest/globals';
-import { All, Body, Controller, Delete, Get, Head, HostParam, Ip, Next, Options, Patch, Post, Put, Res, Search, Sse } from '@nestjs/common';
+import {
+  All,
+  Body,
+  Controller,
+  Delete,
+  Get,
+  Head,
+  HostParam,
+  Ip,
+  Next,
+  Options,
+  Patch,
+  Post,
+  Put,
+  Res,
+  Search,
+  Sse,
+} from '@nestjs/common';
 import { type DiscoveryService, MetadataScanner, type ModuleRef } from '@nestjs/core';
 import { Idempotent } from '../../lib/index.js';
 import { IdempotencyExplorer } from '../../lib/idempotency.explorer.js';
@@ -74,7 +91,8 @@ describe('IdempotencyExplorer', () => {
         return 1;
       }
     }
-    const message = ': @Res()/@Next() without { passthrough: true } leaves the response to the handler; use passthrough or return the body';
+    const message =
+      ': @Res()/@Next() without { passthrough: true } leaves the response to the handler; use passthrough or return the body';
     await expect(explore([WithRes])).rejects.toThrow(`@Idempotent() on WithRes.pay()${message}`);
     await expect(explore([WithNext])).rejects.toThrow(`@Idempotent() on WithNext.pay()${message}`);
   });
@@ -88,7 +106,9 @@ describe('IdempotencyExplorer', () => {
         return 1;
       }
     }
-    await expect(explore([Events])).rejects.toThrow('@Idempotent() on Events.stream(): an @Sse() stream cannot be stored and replayed');
+    await expect(explore([Events])).rejects.toThrow(
+      '@Idempotent() on Events.stream(): an @Sse() stream cannot be stored and replayed',
+    );
   });
 
   it('refuses safe methods (GET, HEAD, OPTIONS, SEARCH), accepts unsafe ones and @All()', async () => {
@@ -130,7 +150,9 @@ describe('IdempotencyExplorer', () => {
         return 1;
       }
     }
-    await expect(explore([Bad])).rejects.toThrow('@Idempotent() on Bad.pay(): ttlMs must be an integer from 1 to 31536000000, got 0');
+    await expect(explore([Bad])).rejects.toThrow(
+      '@Idempotent() on Bad.pay(): ttlMs must be an integer from 1 to 31536000000, got 0',
+    );
   });
 
   it('fails the start when a resolver class cannot be built', async () => {

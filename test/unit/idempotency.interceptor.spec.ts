@@ -134,7 +134,9 @@ describe('IdempotencyInterceptor', () => {
     expect(await lastValueFrom(out)).toBe(value);
     await tick();
     expect(store.calls.map((c) => c[0])).toEqual(['claim', 'release']);
-    expect(log.warnings).toHaveBeenCalledWith('Pay.create: response not stored: the handler returned a stream; the key is released');
+    expect(log.warnings).toHaveBeenCalledWith(
+      'Pay.create: response not stored: the handler returned a stream; the key is released',
+    );
     expect((log.warnings.mock.contexts[0] as { context?: string }).context).toBe('Idempotency');
     expect(res.end).toBe(end);
     expect(held()).toBe(0);
@@ -306,7 +308,11 @@ describe('IdempotencyInterceptor: a chain torn down or answered before the handl
     handler.next('done');
     handler.complete();
     await tick();
-    expect(committed()!.response).toEqual({ status: 201, headers: { 'content-type': 'text/plain; charset=utf-8' }, body: Buffer.from('done') });
+    expect(committed()!.response).toEqual({
+      status: 201,
+      headers: { 'content-type': 'text/plain; charset=utf-8' },
+      body: Buffer.from('done'),
+    });
   });
 
   it('gives a key up once, and warns of an abandoned request once', async () => {
@@ -336,7 +342,7 @@ describe('IdempotencyInterceptor: a chain torn down or answered before the handl
 });
 
 describe("IdempotencyInterceptor: the module's own answers", () => {
-  const log = spyOnLogger();
+  spyOnLogger();
   destroyProtocolsAfterEach();
   it('writes a replay and seals the response before throwing it on', async () => {
     const { interceptor, store, context, res } = setup();

@@ -8,9 +8,12 @@ import {
   IdempotencyModule,
   Idempotent,
   InMemoryCache,
-  type IdempotencyOptionsFactory,
 } from '../../lib/index.js';
-import { IDEMPOTENCY_KEY_PROPERTY, IDEMPOTENCY_MODULE_OPTIONS, IDEMPOTENT_ROUTE_METADATA } from '../../lib/idempotency.constants.js';
+import {
+  IDEMPOTENCY_KEY_PROPERTY,
+  IDEMPOTENCY_MODULE_OPTIONS,
+  IDEMPOTENT_ROUTE_METADATA,
+} from '../../lib/idempotency.constants.js';
 import { IdempotencyService, type ResolvedIdempotencyOptions } from '../../lib/index.js';
 import { httpContext } from '../support/contexts.js';
 import { Config, ConfigModule, OptionsFactory } from '../support/fixtures.js';
@@ -53,9 +56,9 @@ describe('IdempotencyModule', () => {
   });
 
   it('names the registration call when an option belongs to it', async () => {
-    await expect(Test.createTestingModule({ imports: [IdempotencyModule.forRoot({ imports: [] } as never)] }).compile()).rejects.toThrow(
-      'IdempotencyModule: imports is an option of forRootAsync(), not of forRoot()',
-    );
+    await expect(
+      Test.createTestingModule({ imports: [IdempotencyModule.forRoot({ imports: [] } as never)] }).compile(),
+    ).rejects.toThrow('IdempotencyModule: imports is an option of forRootAsync(), not of forRoot()');
     const factory = IdempotencyModule.forRootAsync({ useFactory: () => ({ isGlobal: true }) as never });
     await expect(Test.createTestingModule({ imports: [factory] }).compile()).rejects.toThrow(
       'IdempotencyModule: isGlobal is an option of forRootAsync() itself; the options its factory returns cannot change how the module is registered',
@@ -84,7 +87,9 @@ describe('IdempotencyModule', () => {
   });
 
   it('forRootAsync({ useClass }) instantiates the factory itself', async () => {
-    expect((await optionsOf(IdempotencyModule.forRootAsync({ imports: [ConfigModule], useClass: OptionsFactory }))).keyPrefix).toBe('factory:');
+    expect(
+      (await optionsOf(IdempotencyModule.forRootAsync({ imports: [ConfigModule], useClass: OptionsFactory }))).keyPrefix,
+    ).toBe('factory:');
   });
 
   it('forRootAsync({ useExisting }) uses a factory some module exports', async () => {
@@ -164,7 +169,10 @@ describe('decorators', () => {
   });
 
   it('@IdempotencyKey() reads the key the interceptor left on the request', () => {
-    const args = Reflect.getMetadata('__routeArguments__', Payments, 'a') as Record<string, { factory: Function }>;
+    const args = Reflect.getMetadata('__routeArguments__', Payments, 'a') as Record<
+      string,
+      { factory: (data: unknown, context: unknown) => unknown }
+    >;
     const [param] = Object.values(args);
     const request = { [IDEMPOTENCY_KEY_PROPERTY]: 'key-1' };
     const context = httpContext({ request });

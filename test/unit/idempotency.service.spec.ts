@@ -43,7 +43,7 @@ async function httpError(promise: Promise<unknown>) {
 }
 
 describe('IdempotencyService.begin: the key', () => {
-  const log = spyOnLogger();
+  spyOnLogger();
   it('claims with the key, an owner token, the fingerprint, the lease and the route ttl', async () => {
     const { store, service } = setup({ leaseMs: 900 });
     const claim = (await service.begin(request('k-1'), context, route({ ttlMs: 77 })))!;
@@ -157,7 +157,9 @@ describe('IdempotencyService.begin: the identity scope', () => {
         reason: 'the caller scope of this request could not be resolved',
         headers: {},
       });
-      expect(log.errors).toHaveBeenLastCalledWith(`Pay.create: the identity resolver returned ${what}, not a scope; answering 500`);
+      expect(log.errors).toHaveBeenLastCalledWith(
+        `Pay.create: the identity resolver returned ${what}, not a scope; answering 500`,
+      );
     }
     expect(store.calls).toEqual([]);
   });
@@ -196,12 +198,15 @@ describe('IdempotencyService.begin: the identity scope', () => {
     expect(store.calls.map((c) => c[1])).toEqual(['idem:got-k1:k1', 'idem:got-k2:k2']);
 
     const create = jest.fn(async (_type: unknown) => new Resolver('made'));
-    const other = setup({}, {
-      get: (() => {
-        throw new Error('not a provider');
-      }) as never,
-      create: create as never,
-    });
+    const other = setup(
+      {},
+      {
+        get: () => {
+          throw new Error('not a provider');
+        },
+        create: create as never,
+      },
+    );
     await other.service.begin(request('k'), context, route({ identity: Resolver }));
     expect(create).toHaveBeenCalledWith(Resolver);
     expect(other.store.calls[0][1]).toBe('idem:made-k:k');
@@ -296,7 +301,8 @@ describe('IdempotencyService.begin: the body and the store', () => {
       req.headers = { ...req.headers, 'idempotency-key': 'k' };
       expect(await httpError(service.begin(req, context, route()))).toEqual({
         status: 415,
-        reason: "request body is read by no body parser, so it cannot be checked against the key; register a parser for its media type (e.g. app.useBodyParser('text'))",
+        reason:
+          "request body is read by no body parser, so it cannot be checked against the key; register a parser for its media type (e.g. app.useBodyParser('text'))",
         headers: {},
       });
     }
@@ -351,7 +357,15 @@ describe('IdempotencyService.begin: the body and the store', () => {
 
 describe('IdempotencyService: commit and release', () => {
   const log = spyOnLogger();
-  const claim: ActiveClaim = { key: 'k', cacheKey: 'idem:%:k', owner: 'me', fingerprint: 'fp', ttlMs: 500, route: 'Pay.create', claimedAt: Date.now() };
+  const claim: ActiveClaim = {
+    key: 'k',
+    cacheKey: 'idem:%:k',
+    owner: 'me',
+    fingerprint: 'fp',
+    ttlMs: 500,
+    route: 'Pay.create',
+    claimedAt: Date.now(),
+  };
 
   it('commits the response for the route ttl, and only logs when that fails', async () => {
     const { store, service } = setup();
@@ -360,14 +374,16 @@ describe('IdempotencyService: commit and release', () => {
     expect(log.warnings).not.toHaveBeenCalled();
     store.commitAnswer = async () => false;
     await service.commit(claim, response);
-    expect(log.warnings).toHaveBeenCalledWith('Pay.create: response not stored: the claim had expired and the key was taken over');
+    expect(log.warnings).toHaveBeenCalledWith(
+      'Pay.create: response not stored: the claim had expired and the key was taken over',
+    );
     expect((log.warnings.mock.contexts[0] as { context?: string }).context).toBe('Idempotency');
     store.commitAnswer = () => Promise.reject(new Error('down'));
     await expect(service.commit(claim, response)).resolves.toBeUndefined();
     expect(log.errors).toHaveBeenCalledWith('Pay.create: response not stored, the claim expires with its lease: down');
   });
 
-  it('releases the caller\'s claim, and only logs when that fails', async () => {
+  it("releases the caller's claim, and only logs when that fails", async () => {
     const { store, service } = setup();
     await service.release(claim);
     expect(store.calls).toEqual([['release', 'idem:%:k', 'me']]);

@@ -17,7 +17,7 @@ describe('InMemoryCache as an idempotency store', () => {
     expect(await c.claim('k', claim('b'))).toEqual({ state: 'completed', record: record() });
   });
 
-  it('commit, release and renew act only on the caller\'s own claim (fencing)', async () => {
+  it("commit, release and renew act only on the caller's own claim (fencing)", async () => {
     let now = 0;
     const c = new InMemoryCache({ now: () => now });
     await c.claim('k', claim('slow', 'fp', 100));

@@ -5,7 +5,15 @@ import { createProtocol as setup } from '../support/protocol.js';
 
 describe('LeaseRenewer', () => {
   const log = spyOnLogger();
-  const claim: ActiveClaim = { key: 'k', cacheKey: 'idem:%:k', owner: 'me', fingerprint: 'fp', ttlMs: 500, route: 'Pay.create', claimedAt: Date.now() };
+  const claim: ActiveClaim = {
+    key: 'k',
+    cacheKey: 'idem:%:k',
+    owner: 'me',
+    fingerprint: 'fp',
+    ttlMs: 500,
+    route: 'Pay.create',
+    claimedAt: Date.now(),
+  };
 
   it('renews every held claim each third of the lease, with one timer, until unheld', async () => {
     jest.useFakeTimers();

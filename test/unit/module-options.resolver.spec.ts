@@ -1,10 +1,11 @@
 import { describe, expect, it } from '@jest/globals';
-import { InMemoryCache, type IdempotencyStore } from '../../lib/index.js';
+import { InMemoryCache, type IdempotencyModuleOptions, type IdempotencyStore } from '../../lib/index.js';
 import { resolveModuleOptions as resolveWith } from '../../lib/options/module-options.resolver.js';
 
 const store = (): IdempotencyStore => new InMemoryCache();
 /** As the module calls it: an InMemoryCache of its own unless `cache` is given. */
-const resolveModuleOptions = (options: object, registration?: string) => resolveWith(options, store, registration);
+const resolveModuleOptions = (options: IdempotencyModuleOptions, registration?: string) =>
+  resolveWith(options, store, registration);
 const err = (message: string) => `IdempotencyModule: ${message}`;
 
 describe('resolveModuleOptions', () => {
@@ -71,7 +72,9 @@ describe('resolveModuleOptions', () => {
 
   it.each(['maxKeyLength', 'maxScopeLength'] as const)('%s must be a positive safe integer', (name) => {
     for (const bad of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 53, '10', null]) {
-      expect(() => resolveModuleOptions({ [name]: bad })).toThrow(err(`${name} must be an integer from 1 to ${2 ** 53 - 1}, got ${String(bad)}`));
+      expect(() => resolveModuleOptions({ [name]: bad })).toThrow(
+        err(`${name} must be an integer from 1 to ${2 ** 53 - 1}, got ${String(bad)}`),
+      );
     }
     expect(resolveModuleOptions({ [name]: 2 ** 53 - 1 })[name]).toBe(2 ** 53 - 1);
   });
@@ -82,7 +85,9 @@ describe('resolveModuleOptions', () => {
     ['maxHoldMs', 60_000, 2_147_483_647],
   ] as const)('%s is an integer from %d to %d, named with its limits when it is not', (name, min, max) => {
     for (const bad of [min - 1, max + 1, 1e12 * 1e6, 1.5 + min, Number.NaN, '10', null]) {
-      expect(() => resolveModuleOptions({ [name]: bad })).toThrow(err(`${name} must be an integer from ${min} to ${max}, got ${String(bad)}`));
+      expect(() => resolveModuleOptions({ [name]: bad })).toThrow(
+        err(`${name} must be an integer from ${min} to ${max}, got ${String(bad)}`),
+      );
     }
     expect(resolveModuleOptions({ [name]: min })[name]).toBe(min);
     expect(resolveModuleOptions({ [name]: max })[name]).toBe(max);
@@ -98,9 +103,14 @@ describe('resolveModuleOptions', () => {
   });
 
   it('refuses an unknown option, naming the one it most likely meant', () => {
-    const valid = 'valid: cache, ttlMs, leaseMs, maxHoldMs, headerName, keyPrefix, maxKeyLength, maxScopeLength, missingHeader, identity';
-    expect(() => resolveModuleOptions({ store: store() } as never)).toThrow(err(`unknown option "store" (did you mean cache?); ${valid}`));
-    expect(() => resolveModuleOptions({ Store: 1 } as never)).toThrow(err(`unknown option "Store" (did you mean cache?); ${valid}`));
+    const valid =
+      'valid: cache, ttlMs, leaseMs, maxHoldMs, headerName, keyPrefix, maxKeyLength, maxScopeLength, missingHeader, identity';
+    expect(() => resolveModuleOptions({ store: store() } as never)).toThrow(
+      err(`unknown option "store" (did you mean cache?); ${valid}`),
+    );
+    expect(() => resolveModuleOptions({ Store: 1 } as never)).toThrow(
+      err(`unknown option "Store" (did you mean cache?); ${valid}`),
+    );
     expect(() => resolveModuleOptions({ ttl: 1 } as never)).toThrow('(did you mean ttlMs?)');
     expect(() => resolveModuleOptions({ lease: 1 } as never)).toThrow('(did you mean leaseMs?)');
     expect(() => resolveModuleOptions({ header: 'x' } as never)).toThrow('(did you mean headerName?)');
@@ -117,19 +127,27 @@ describe('resolveModuleOptions', () => {
 
   it('says which options belong to forRoot()/forRootAsync() themselves', () => {
     expect(() => resolveModuleOptions({ isGlobal: false } as never, 'forRootAsync()')).toThrow(
-      err('isGlobal is an option of forRootAsync() itself; the options its factory returns cannot change how the module is registered'),
+      err(
+        'isGlobal is an option of forRootAsync() itself; the options its factory returns cannot change how the module is registered',
+      ),
     );
     for (const key of ['imports', 'inject', 'useFactory', 'useClass', 'useExisting', 'extraProviders']) {
-      expect(() => resolveModuleOptions({ [key]: [] } as never, 'forRootAsync()')).toThrow(err(`${key} is an option of forRootAsync() itself`));
+      expect(() => resolveModuleOptions({ [key]: [] }, 'forRootAsync()')).toThrow(
+        err(`${key} is an option of forRootAsync() itself`),
+      );
     }
-    expect(() => resolveModuleOptions({ imports: [] } as never, 'forRoot()')).toThrow(err('imports is an option of forRootAsync(), not of forRoot()'));
+    expect(() => resolveModuleOptions({ imports: [] } as never, 'forRoot()')).toThrow(
+      err('imports is an option of forRootAsync(), not of forRoot()'),
+    );
     expect(() => resolveModuleOptions({ imports: [] } as never)).toThrow(err('unknown option "imports"'));
   });
 
   it('headerName must be an HTTP token', () => {
     expect(resolveModuleOptions({ headerName: "!#$%&'*+.^_`|~09azAZ-" }).headerName).toBe("!#$%&'*+.^_`|~09azaz-");
     for (const bad of ['', 'a b', 'a:b', 'a\nb', 'ä', 'a"', 'a(b', 'a/b', ' a', 'a ', 42]) {
-      expect(() => resolveModuleOptions({ headerName: bad as string })).toThrow(err('headerName must be a valid HTTP header name'));
+      expect(() => resolveModuleOptions({ headerName: bad as string })).toThrow(
+        err('headerName must be a valid HTTP header name'),
+      );
     }
   });
 

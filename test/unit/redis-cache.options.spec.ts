@@ -25,7 +25,12 @@ describe('RedisCacheOptions', () => {
     expect({ ...withClient }).toEqual({ url: undefined, client, commandTimeoutMs: 250, redisOptions: { db: 2 } });
     const back = withClient.withUrl('redis://127.0.0.1:2');
     expect(back.client).toBeUndefined();
-    expect({ ...withClient.withCommandTimeout(9) }).toEqual({ url: undefined, client, commandTimeoutMs: 9, redisOptions: { db: 2 } });
+    expect({ ...withClient.withCommandTimeout(9) }).toEqual({
+      url: undefined,
+      client,
+      commandTimeoutMs: 9,
+      redisOptions: { db: 2 },
+    });
     expect(url.withCommandTimeout(9).url).toBe('redis://127.0.0.1:1');
     expect(withClient.withRedisOptions({ db: 3 }).client).toBe(client);
     expect(url.withRedisOptions({ db: 3 }).url).toBe('redis://127.0.0.1:1');

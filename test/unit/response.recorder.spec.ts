@@ -19,10 +19,14 @@ function recorder(onEnd: (r: StoredResponse) => Promise<void> = async () => unde
   return { res, originals, stored, onStream, recording };
 }
 
-
 describe('recordResponse', () => {
   it('leaves out headers the response held before the handler ran, unless their value changed', async () => {
-    const before = { 'access-control-allow-origin': 'https://a.example', 'x-request-id': 'r-1', 'x-tags': ['a', 'b'], vary: 'Origin' };
+    const before = {
+      'access-control-allow-origin': 'https://a.example',
+      'x-request-id': 'r-1',
+      'x-tags': ['a', 'b'],
+      vary: 'Origin',
+    };
     const { res, stored } = recorder(undefined, before);
     for (const [name, value] of Object.entries(before)) res.setHeader(name, value);
     res.setHeader('vary', 'Origin, Accept');

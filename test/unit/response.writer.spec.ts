@@ -98,7 +98,10 @@ describe('sendFinal', () => {
     expect(reply.calls).toHaveLength(5);
     const empty = new FakeReply();
     sendFinal(empty, { status: 204, headers: {}, body: Buffer.alloc(0) }, {});
-    expect(empty.calls).toEqual([['code', 204], ['send', undefined]]);
+    expect(empty.calls).toEqual([
+      ['code', 204],
+      ['send', undefined],
+    ]);
   });
 
   it('treats an object with raw but no code() as a Node response', () => {

@@ -12,7 +12,12 @@ describe('resolveRouteOptions', () => {
   });
 
   it('inherits the module options', () => {
-    expect(resolveRouteOptions('here', 'A.b', {}, base)).toEqual({ id: 'A.b', ttlMs: 1000, missingHeader: 'pass-through', identity: moduleIdentity });
+    expect(resolveRouteOptions('here', 'A.b', {}, base)).toEqual({
+      id: 'A.b',
+      ttlMs: 1000,
+      missingHeader: 'pass-through',
+      identity: moduleIdentity,
+    });
   });
 
   it('overrides them per route; identity: undefined drops the module identity', () => {

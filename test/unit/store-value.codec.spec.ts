@@ -25,7 +25,10 @@ describe('record codec (the one value per key of both stores)', () => {
 
   it('decodes a record back exactly, bodies with newlines and binary bytes included', () => {
     expect(decodeRecord(encodeRecord(record))).toEqual(record);
-    const binary: IdempotencyRecord = { fingerprint: 'x', response: { status: 204, headers: {}, body: Buffer.from([0, 10, 255, 10, 13]) } };
+    const binary: IdempotencyRecord = {
+      fingerprint: 'x',
+      response: { status: 204, headers: {}, body: Buffer.from([0, 10, 255, 10, 13]) },
+    };
     const back = decodeRecord(encodeRecord(binary));
     expect(back.response.body.equals(binary.response.body)).toBe(true);
     expect(back).toEqual(binary);
