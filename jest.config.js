@@ -3,6 +3,8 @@ export default {
   testEnvironment: 'node',
   rootDir: '.',
   testMatch: ['<rootDir>/test/**/*.spec.ts'],
+  // Stryker's sandbox is a copy of the project: never collect or resolve from it.
+  modulePathIgnorePatterns: ['<rootDir>/.stryker-tmp/'],
   extensionsToTreatAsEsm: ['.ts'],
   moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
   transform: {

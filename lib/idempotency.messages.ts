@@ -22,7 +22,8 @@ export const MESSAGES = {
 
 /** What an operator reads in the logs while the application runs. `route` is `Controller.method`. */
 export const LOGS = {
-  noScope: (route: string, got: string) => `${route}: the identity resolver returned ${got}, not a scope; answering 500`,
+  noScope: (route: string, got: unknown) =>
+    `${route}: the identity resolver returned ${typeof got === 'string' ? 'an empty string' : typeof got}, not a scope; answering 500`,
   claimFailed: (route: string, reason: string) => `${route}: claim failed, answering 503: ${reason}`,
   takenOver: (route: string) => `${route}: response not stored: the claim had expired and the key was taken over`,
   commitFailed: (route: string, reason: string) => `${route}: response not stored, the claim expires with its lease: ${reason}`,

@@ -121,7 +121,7 @@ export class IdempotencyService {
     const raw = await (await this.identities.load(route.identity!))(request, context);
     if (typeof raw !== 'string' || raw === '') {
       // The server's fault, not the client's: an empty scope would merge every caller into one.
-      this.logger.error(LOGS.noScope(route.id, typeof raw === 'string' ? 'an empty string' : typeof raw));
+      this.logger.error(LOGS.noScope(route.id, raw));
       throw new IdempotencyException(500, MESSAGES.noScope);
     }
     const scope = escapeScope(raw);

@@ -7,7 +7,7 @@ import type { IdempotencyIdentity } from './identity-resolver.interface.js';
 export interface IdempotencyModuleOptions {
   /**
    * Backing store. Default: a new `InMemoryCache` for this module (state per process).
-   * Several pods need `RedisCache`. Give idempotency a store of its own: see the README's "Eviction".
+   * Several pods need `RedisCache`. Give idempotency a store of its own: see the README's "InMemoryCache".
    */
   cache?: IdempotencyStore;
   /** How long a completed key is remembered, in ms. Default 86 400 000 (24 h); at most 365 days. */

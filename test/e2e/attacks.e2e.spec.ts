@@ -13,7 +13,7 @@ function expectNoInternals(text: string): void {
   expect(text).not.toMatch(/\bat [\w.<>]+ \(|\.ts\b|\.js\b|node_modules|\/work\/|\/secret|Error:/);
 }
 
-describe.each(ADAPTERS)('attack list and key validation on %s', (adapter) => {
+describe.each(ADAPTERS)('attack list (docs/attacks.md) and key validation (docs/behaviour.md) on %s', (adapter) => {
   let app: INestApplication;
   let runs: Runs;
   let gate: Gate;
@@ -83,7 +83,7 @@ describe.each(ADAPTERS)('attack list and key validation on %s', (adapter) => {
     }
   });
 
-  it('6. keys: 255 characters pass, 256 get 400 naming the limit, never the key', async () => {
+  it('B6. keys: 255 characters pass, 256 get 400 naming the limit, never the key', async () => {
     const ok = await request(server()).post('/payments').set('Idempotency-Key', 'k'.repeat(255)).send({});
     expect(ok.status).toBe(201);
     const long = await request(server())
@@ -94,7 +94,7 @@ describe.each(ADAPTERS)('attack list and key validation on %s', (adapter) => {
     expect(long.text).toBe('{"error":"idempotency-key exceeds 255 characters"}');
   });
 
-  it('6. keys: a space or tab anywhere is a 400 naming the index, never the key', async () => {
+  it('B6. keys: a space or tab anywhere is a 400 naming the index, never the key', async () => {
     const cases: [string, number][] = [
       ['ab cd', 2],
       ['SECRET\tX', 6],
@@ -108,7 +108,7 @@ describe.each(ADAPTERS)('attack list and key validation on %s', (adapter) => {
     }
   });
 
-  it("6. keys: other control bytes are refused (by Node's parser already) and never run the handler", async () => {
+  it("B6. keys: other control bytes are refused (by Node's parser already) and never run the handler", async () => {
     const before = runs.total();
     for (const key of ['SECRET\x01', 'SECRET\x7f', 'SECRET\x1b[0m']) {
       const res = await rawRequest(port, 'POST', '/payments', [['Idempotency-Key', key]], '{}');
@@ -118,7 +118,7 @@ describe.each(ADAPTERS)('attack list and key validation on %s', (adapter) => {
     expect(runs.total()).toBe(before);
   });
 
-  it('6. a 255-character key with a 255-character scope is accepted', async () => {
+  it('B6. a 255-character key with a 255-character scope is accepted', async () => {
     const res = await request(server())
       .post('/scoped-fn')
       .set('Idempotency-Key', 'k'.repeat(255))

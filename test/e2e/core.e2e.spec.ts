@@ -8,7 +8,7 @@ import { Gate, Runs, TestController } from '../support/fixtures.js';
 let seq = 0;
 const newKey = (): string => `key-${Date.now()}-${++seq}`;
 
-describe.each(ADAPTERS)('core behaviour on %s', (adapter) => {
+describe.each(ADAPTERS)('core behaviour (docs/behaviour.md) on %s', (adapter) => {
   let app: INestApplication;
   let runs: Runs;
   let gate: Gate;
@@ -29,7 +29,7 @@ describe.each(ADAPTERS)('core behaviour on %s', (adapter) => {
 
   const server = () => app.getHttpServer();
 
-  it('1. runs the handler once and sends its response unchanged', async () => {
+  it('B1. runs the handler once and sends its response unchanged', async () => {
     const key = newKey();
     const before = runs.of('payments');
     const res = await request(server()).post('/payments').set('Idempotency-Key', key).send({ amount: 100 });
@@ -39,7 +39,7 @@ describe.each(ADAPTERS)('core behaviour on %s', (adapter) => {
     expect(runs.of('payments')).toBe(before + 1);
   });
 
-  it('2. replays status, headers and the exact body bytes without running the handler', async () => {
+  it('B2. replays status, headers and the exact body bytes without running the handler', async () => {
     const key = newKey();
     const first = await request(server()).post('/payments').set('Idempotency-Key', key).send({ amount: 5 });
     const count = runs.of('payments');
@@ -55,7 +55,7 @@ describe.each(ADAPTERS)('core behaviour on %s', (adapter) => {
     expect(second.headers['idempotent-replayed']).toBe('true');
   });
 
-  it('2. replays a text body byte for byte, non-ASCII included', async () => {
+  it('B2. replays a text body byte for byte, non-ASCII included', async () => {
     const key = newKey();
     const first = await request(server()).post('/text').set('Idempotency-Key', key).buffer(true);
     const second = await request(server()).post('/text').set('Idempotency-Key', key).buffer(true);
@@ -65,7 +65,7 @@ describe.each(ADAPTERS)('core behaviour on %s', (adapter) => {
     expect(runs.of('text')).toBe(1);
   });
 
-  it('2. works for PUT, PATCH and DELETE', async () => {
+  it('B2. works for PUT, PATCH and DELETE', async () => {
     for (const [method, path, name] of [
       ['put', '/items/7', 'put'],
       ['patch', '/items/7', 'patch'],
@@ -82,7 +82,7 @@ describe.each(ADAPTERS)('core behaviour on %s', (adapter) => {
     }
   });
 
-  it('3. a reordered query replays; another value, value order, path or body gets 422', async () => {
+  it('B3. a reordered query replays; another value, value order, path or body gets 422', async () => {
     const key = newKey();
     const first = await request(server()).post('/payments?a=1&b=2&tag=x&tag=y').set('Idempotency-Key', key).send({ p: 1, q: 2 });
     expect(first.status).toBe(201);
@@ -109,7 +109,7 @@ describe.each(ADAPTERS)('core behaviour on %s', (adapter) => {
     expect(otherRoute.status).toBe(422);
   });
 
-  it('4. a concurrent duplicate gets 409 at once with Retry-After: 1', async () => {
+  it('B4. a concurrent duplicate gets 409 at once with Retry-After: 1', async () => {
     const key = newKey();
     gate.close();
     const entered = gate.whenEntered();
@@ -131,7 +131,7 @@ describe.each(ADAPTERS)('core behaviour on %s', (adapter) => {
     expect(retry.text).toBe(done.text);
   });
 
-  it('5. a missing or white-space key is rejected with 400; pass-through runs every time and stores nothing', async () => {
+  it('B5. a missing or white-space key is rejected with 400; pass-through runs every time and stores nothing', async () => {
     const missing = await request(server()).post('/payments').send({});
     expect(missing.status).toBe(400);
     expect(missing.body).toEqual({ error: 'idempotency-key header is required' });
@@ -153,7 +153,7 @@ describe.each(ADAPTERS)('core behaviour on %s', (adapter) => {
     expect(c.body.key).toBe(keyed);
   });
 
-  it('8. a returned error status is stored and replayed (@HttpCode and @Res passthrough)', async () => {
+  it('B8. a returned error status is stored and replayed (@HttpCode and @Res passthrough)', async () => {
     for (const path of ['/declined', '/passthrough']) {
       const key = newKey();
       const a = await request(server()).post(path).set('Idempotency-Key', key);
@@ -167,7 +167,7 @@ describe.each(ADAPTERS)('core behaviour on %s', (adapter) => {
     expect(runs.of('passthrough')).toBe(1);
   });
 
-  it('8. a thrown error frees the key: the retry runs the handler again', async () => {
+  it('B8. a thrown error frees the key: the retry runs the handler again', async () => {
     const key = newKey();
     const a = await request(server()).post('/throws').set('Idempotency-Key', key);
     const b = await request(server()).post('/throws').set('Idempotency-Key', key);
@@ -182,7 +182,7 @@ describe.each(ADAPTERS)('core behaviour on %s', (adapter) => {
     expect(d.text).not.toContain('/secret');
   });
 
-  it('9. after the ttl the key is forgotten and the handler runs again', async () => {
+  it('B9. after the ttl the key is forgotten and the handler runs again', async () => {
     const key = newKey();
     const a = await request(server()).post('/short').set('Idempotency-Key', key);
     const b = await request(server()).post('/short').set('Idempotency-Key', key);

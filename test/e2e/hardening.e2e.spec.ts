@@ -35,7 +35,7 @@ import { ADAPTERS, type AdapterName, listen, startApp, useApps } from '../suppor
 import { Gate, Runs } from '../support/fixtures.js';
 import { sleep } from '../support/timing.js';
 
-// Each test here reproduces one defect of issue 8 over HTTP, on a real Nest 12 application.
+// Each test here reproduces one defect of docs/hardening.md over HTTP, on a real Nest 12 application.
 
 const startTracked = useApps();
 afterEach(() => {
@@ -222,8 +222,8 @@ async function start(adapter: AdapterName, options: IdempotencyModuleOptions = {
   return { app, base: await listen(app), runs: app.get(Runs), gate: app.get(Gate) };
 }
 
-describe.each(ADAPTERS)('issue 8 on %s', (adapter) => {
-  it('1. an Observable handler whose client disconnects runs once, and its retry replays its result', async () => {
+describe.each(ADAPTERS)('hardening (docs/hardening.md) on %s', (adapter) => {
+  it('H1. an Observable handler whose client disconnects runs once, and its retry replays its result', async () => {
     const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
     const { base, runs } = await start(adapter, { leaseMs: 300 });
     await expect(
@@ -241,7 +241,7 @@ describe.each(ADAPTERS)('issue 8 on %s', (adapter) => {
     expect(warn).toHaveBeenCalledWith(expect.stringContaining('HardeningController.observable: the request was abandoned'));
   });
 
-  it("2. an outer interceptor's timeout is what the first client gets, never what a retry gets", async () => {
+  it("H2. an outer interceptor's timeout is what the first client gets, never what a retry gets", async () => {
     const { base, runs } = await start(adapter);
     const first = await send(base, '/slow', json('t', { 'x-timeout-ms': '150' }), '{}');
     expect(first.status).toBe(408);
@@ -258,7 +258,7 @@ describe.each(ADAPTERS)('issue 8 on %s', (adapter) => {
     expect(runs.of('observable')).toBe(1);
   });
 
-  it('2. an outer interceptor failing after the handler succeeded is not stored either', async () => {
+  it('H2. an outer interceptor failing after the handler succeeded is not stored either', async () => {
     const { base, runs } = await start(adapter);
     const first = await send(base, '/body', json('audit', { 'x-audit-fails': '1' }), '{"a":1}');
     expect(first.status).toBe(500);
@@ -274,7 +274,7 @@ describe.each(ADAPTERS)('issue 8 on %s', (adapter) => {
     ['application/xml', '<a/>', '<b/>'],
     ['application/vnd.api+json', '{"a":1}', '{"a":2}'],
     [undefined, 'a', 'b'],
-  ])('3. a %s body the fingerprint cannot see is never ignored: refused, or a 422 for another body', async (type, a, b) => {
+  ])('H3. a %s body the fingerprint cannot see is never ignored: refused, or a 422 for another body', async (type, a, b) => {
     const { base, runs } = await start(adapter);
     const headers = (): Record<string, string> => ({
       'idempotency-key': `body-${type}`,
@@ -292,7 +292,7 @@ describe.each(ADAPTERS)('issue 8 on %s', (adapter) => {
     }
   });
 
-  it('4. replays and the module errors come out right under a catch-all filter at every level and order', async () => {
+  it('H4. replays and the module errors come out right under a catch-all filter at every level and order', async () => {
     const { base, runs } = await start(adapter, {}, { providers: [{ provide: APP_FILTER, useClass: CatchAll }] });
     for (const path of ['/above', '/below', '/controller-filter', '/body']) {
       const first = await send(base, path, json(`f${path}`), '{}');
@@ -307,7 +307,7 @@ describe.each(ADAPTERS)('issue 8 on %s', (adapter) => {
     expect(runs.of('above') + runs.of('below') + runs.of('controller-filter') + runs.of('body')).toBe(4);
   });
 
-  it('6. bodies that differ only inside a "__proto__" key are different requests', async () => {
+  it('H6. bodies that differ only inside a "__proto__" key are different requests', async () => {
     const { base, runs } = await start(adapter);
     const first = await send(base, '/body', json('proto'), '{"__proto__":{"amount":1}}');
     const second = await send(base, '/body', json('proto'), '{"__proto__":{"amount":1000}}');
@@ -317,7 +317,7 @@ describe.each(ADAPTERS)('issue 8 on %s', (adapter) => {
     expect(runs.of('body')).toBeLessThanOrEqual(1);
   });
 
-  it('7. the same key sent to another handler (a header version) is a 422', async () => {
+  it('H7. the same key sent to another handler (a header version) is a 422', async () => {
     const { base } = await start(adapter);
     const v1 = await send(base, '/versioned', json('ver', { 'x-api-version': '1' }), '{}');
     expect(JSON.parse(v1.text)).toEqual({ version: 1 });
@@ -325,7 +325,7 @@ describe.each(ADAPTERS)('issue 8 on %s', (adapter) => {
     expect(v2.status).toBe(422);
   });
 
-  it("8. a replay keeps the retry's own middleware headers (CORS origin, request id)", async () => {
+  it("H8. a replay keeps the retry's own middleware headers (CORS origin, request id)", async () => {
     const { base } = await start(adapter);
     const first = await send(base, '/body', json('cors', { origin: 'https://a.example', 'x-req': 'r-1' }), '{}');
     expect(first.headers.get('access-control-allow-origin')).toBe('https://a.example');
@@ -344,13 +344,13 @@ describe.each(ADAPTERS)('issue 8 on %s', (adapter) => {
     ]);
   });
 
-  it('9. a duration past what a timer can wait fails the start, naming the option and its limit', async () => {
+  it('H9. a duration past what a timer can wait fails the start, naming the option and its limit', async () => {
     await expect(start(adapter, { leaseMs: 6.5e9 })).rejects.toThrow(
       'IdempotencyModule: leaseMs must be an integer from 3 to 2147483647, got 6500000000',
     );
   });
 
-  it('10. InMemoryCache never evicts a claim in flight; with nothing evictable a new key gets 503', async () => {
+  it('H10. InMemoryCache never evicts a claim in flight; with nothing evictable a new key gets 503', async () => {
     const errors = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
     const { base, runs, gate } = await start(adapter, { cache: new InMemoryCache({ maxEntries: 10 }) });
     gate.close();
@@ -380,7 +380,7 @@ describe.each(ADAPTERS)('issue 8 on %s', (adapter) => {
     expect(fullRuns.of('body')).toBe(0);
   });
 
-  it('12. @Idempotent() on a safe-method route fails the start; an @All() route passes safe methods through', async () => {
+  it('H12. @Idempotent() on a safe-method route fails the start; an @All() route passes safe methods through', async () => {
     @Controller()
     class GetController {
       @Get('g')
@@ -401,7 +401,7 @@ describe.each(ADAPTERS)('issue 8 on %s', (adapter) => {
     expect(runs.of('any')).toBe(4);
   });
 
-  it('13. an identity resolver returning an empty scope is a 500 with a small JSON body, the handler does not run', async () => {
+  it('H13. an identity resolver returning an empty scope is a 500 with a small JSON body, the handler does not run', async () => {
     const errors = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
     const { base, runs } = await start(adapter, { identity: () => '' });
     const res = await send(base, '/body', json('k'), '{}');
@@ -412,7 +412,7 @@ describe.each(ADAPTERS)('issue 8 on %s', (adapter) => {
     );
   });
 
-  it('14. an unknown option fails the start naming it and the nearest valid one; module-level keys say so', async () => {
+  it('H14. an unknown option fails the start naming it and the nearest valid one; module-level keys say so', async () => {
     await expect(start(adapter, { store: new InMemoryCache() } as never)).rejects.toThrow(
       'IdempotencyModule: unknown option "store" (did you mean cache?)',
     );
@@ -422,7 +422,7 @@ describe.each(ADAPTERS)('issue 8 on %s', (adapter) => {
     );
   });
 
-  it('15. a handler that never finishes keeps its key for maxHoldMs only, then the lease lapses', async () => {
+  it('H15. a handler that never finishes keeps its key for maxHoldMs only, then the lease lapses', async () => {
     const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
     const { base, runs, gate } = await start(adapter, { leaseMs: 150, maxHoldMs: 300 });
     gate.close();
@@ -445,7 +445,7 @@ describe.each(ADAPTERS)('issue 8 on %s', (adapter) => {
     expect(statuses.filter((s) => s !== 201 && s !== 409)).toEqual([]);
   });
 
-  it('15. the lease is renewed until the commit has settled', async () => {
+  it('H15. the lease is renewed until the commit has settled', async () => {
     const inner = new InMemoryCache();
     const slowCommit: IdempotencyStore = {
       claim: (k, c) => inner.claim(k, c),
@@ -464,8 +464,8 @@ describe.each(ADAPTERS)('issue 8 on %s', (adapter) => {
   });
 });
 
-describe('issue 8 on express only', () => {
-  it('3. a text body is fingerprinted once the application registers a parser for it', async () => {
+describe('hardening (docs/hardening.md) on express only', () => {
+  it('H3. a text body is fingerprinted once the application registers a parser for it', async () => {
     const app = await startTracked(
       'express',
       { imports: [IdempotencyModule.forRoot()], controllers: [HardeningController], providers: [Runs, Gate] },
@@ -478,7 +478,7 @@ describe('issue 8 on express only', () => {
     expect((await send(base, '/body', headers, 'b')).status).toBe(422);
   });
 
-  it('3. the 415 names the fix and echoes nothing the client sent', async () => {
+  it('H3. the 415 names the fix and echoes nothing the client sent', async () => {
     const { base } = await start('express');
     const res = await send(base, '/body', { 'idempotency-key': 'k', 'content-type': 'application/x-secret-type' }, 'card=4111');
     expect(res.status).toBe(415);

@@ -62,7 +62,7 @@ class RedactInterceptor implements NestInterceptor {
 }
 
 describe.each(ADAPTERS)('integration on %s', (adapter) => {
-  it('releases the key on a thrown error even when the app has a global catch-all filter', async () => {
+  it('B8. releases the key on a thrown error even when the app has a global catch-all filter', async () => {
     const app = await start(adapter, {
       imports: [IdempotencyModule.forRoot()],
       controllers: [TestController],
@@ -100,7 +100,7 @@ describe.each(ADAPTERS)('integration on %s', (adapter) => {
     expect(app.get(Runs).of('payments')).toBe(1);
   });
 
-  it('commits the record before the first response leaves', async () => {
+  it('B12. commits the record before the first response leaves', async () => {
     const inner = new InMemoryCache();
     const events: string[] = [];
     const slowCommit: IdempotencyStore = {
@@ -140,7 +140,7 @@ describe.each(ADAPTERS)('integration on %s', (adapter) => {
     }
   });
 
-  it('every forRoot() without a cache gets a store of its own', async () => {
+  it('B12. every forRoot() without a cache gets a store of its own', async () => {
     const meta = { imports: [IdempotencyModule.forRoot()], controllers: [TestController], providers: [Runs, Gate] };
     const one = await start(adapter, meta);
     const two = await start(adapter, { ...meta, imports: [IdempotencyModule.forRoot()] });
@@ -226,7 +226,7 @@ class StreamController {
 }
 
 describe.each(ADAPTERS)('runtime streams on %s', (adapter) => {
-  it('a returned stream is sent, not stored, and its key is released', async () => {
+  it('B10. a returned stream is sent, not stored, and its key is released', async () => {
     const app = await start(adapter, {
       imports: [IdempotencyModule.forRoot()],
       controllers: [StreamController],
@@ -265,13 +265,13 @@ class SseController {
 }
 
 describe('bootstrap refuses what cannot be replayed', () => {
-  it('@Res() without passthrough', async () => {
+  it('B10. @Res() without passthrough', async () => {
     await expect(
       startApp('express', { imports: [IdempotencyModule.forRoot()], controllers: [RawResponseController] }),
     ).rejects.toThrow('@Idempotent() on RawResponseController.raw(): @Res()/@Next() without { passthrough: true }');
   });
 
-  it('@Sse()', async () => {
+  it('B10. @Sse()', async () => {
     await expect(startApp('express', { imports: [IdempotencyModule.forRoot()], controllers: [SseController] })).rejects.toThrow(
       '@Idempotent() on SseController.events(): an @Sse() stream cannot be stored and replayed',
     );

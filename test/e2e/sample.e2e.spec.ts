@@ -8,7 +8,7 @@ import { ADAPTERS, startApp } from '../support/app.js';
 const ALICE = 'Bearer alice-token';
 const BOB = 'Bearer bob-token';
 
-describe.each(ADAPTERS)('sample payments API on %s', (adapter) => {
+describe.each(ADAPTERS)('sample payments API, attack list (docs/attacks.md), on %s', (adapter) => {
   let app: INestApplication;
   let db: DatabaseService;
   beforeAll(async () => {

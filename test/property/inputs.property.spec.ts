@@ -226,7 +226,7 @@ function changes(r: GeneratedRequest, pick: number): { what: string; method?: 'P
 }
 
 describe('property: the fingerprint and the key space', () => {
-  it('distinct (scope, key) pairs never share a cache key', () => {
+  it('B7. distinct (scope, key) pairs never share a cache key', () => {
     const text = fc.string({ unit: fc.constantFrom('a', ':', '%', '3', 'A', '2', '5', 'é'), maxLength: 8 });
     const pair = fc.tuple(fc.option(text, { nil: undefined }), text);
     fc.assert(

@@ -1,51 +1,29 @@
-import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
-import { type INestApplication, Logger } from '@nestjs/common';
-import request from 'supertest';
-import { IdempotencyModule, RedisCache, RedisCacheOptions } from '../../lib/index.js';
-import { ADAPTERS, startApp } from '../support/app.js';
-import { Gate, Runs, TestController } from '../support/fixtures.js';
-import { RedisServer, redisAvailable } from '../support/redis-server.js';
+import { describe, expect, it, jest } from '@jest/globals';
+import { Logger } from '@nestjs/common';
+import { ADAPTERS } from '../support/app.js';
+import { redisAvailable } from '../support/redis-server.js';
+import { useRedisApp } from '../support/redis-app.js';
 import { sleep } from '../support/timing.js';
 
-// Issue 8, the two Redis items, against a real redis-server on both adapters.
+// The two Redis items of docs/hardening.md, against a real redis-server on both adapters.
 const describeRedis = redisAvailable('Redis hardening suite') ? describe : describe.skip;
 
-describeRedis.each(ADAPTERS)('issue 8 on Redis, %s', (adapter) => {
-  let server: RedisServer;
-  let app: INestApplication;
-  let runs: Runs;
-  beforeAll(async () => {
-    server = await RedisServer.start([], { ownServer: true });
-    app = await startApp(adapter, {
-      imports: [
-        IdempotencyModule.forRoot({
-          cache: new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(300)),
-        }),
-      ],
-      controllers: [TestController],
-      providers: [Runs, Gate],
-    });
-    runs = app.get(Runs);
-  });
-  afterAll(async () => {
-    await app?.close();
-    await server?.stop();
-  });
-  const post = (key: string) => request(app.getHttpServer()).post('/payments').set('Idempotency-Key', key).send({ a: 1 });
+describeRedis.each(ADAPTERS)('hardening (docs/hardening.md) on Redis, %s', (adapter) => {
+  const redis = useRedisApp(adapter, 300);
 
-  it('5. a claim that timed out and lands later is released as soon as Redis answers: the retry runs at once', async () => {
+  it('H5. a claim that timed out and lands later is released as soon as Redis answers: the retry runs at once', async () => {
     const errors = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
-    await post('warm-up');
-    server.cli('CLIENT', 'PAUSE', '800', 'ALL');
+    await redis.post('warm-up');
+    redis.server.cli('CLIENT', 'PAUSE', '800', 'ALL');
     const paused = Date.now();
-    const first = await post('paused');
+    const first = await redis.post('paused');
     expect(first.status).toBe(503);
-    expect(runs.of('payments')).toBe(1);
+    expect(redis.runs.of('payments')).toBe(1);
     await sleep(Math.max(0, paused + 1000 - Date.now())); // Redis has answered: the late claim landed, then its release
-    const retry = await post('paused');
+    const retry = await redis.post('paused');
     expect(retry.status).toBe(201);
-    expect(runs.of('payments')).toBe(2);
-    expect((await post('paused')).headers['idempotent-replayed']).toBe('true');
+    expect(redis.runs.of('payments')).toBe(2);
+    expect((await redis.post('paused')).headers['idempotent-replayed']).toBe('true');
     expect(errors).toHaveBeenCalledWith(expect.stringContaining('TestController.create: claim failed, answering 503'));
     errors.mockRestore();
   });
@@ -56,18 +34,18 @@ describeRedis.each(ADAPTERS)('issue 8 on Redis, %s', (adapter) => {
     ['a claim without an owner', ['SET', 'C']],
     ['a hash', ['HSET', 'field', 'value']],
     ['a list', ['RPUSH', 'item']],
-  ])('11. %s under our prefix is logged and taken over, never a permanent 503', async (_name, [command, ...args]) => {
+  ])('H11. %s under our prefix is logged and taken over, never a permanent 503', async (_name, [command, ...args]) => {
     const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
     const key = `foreign-${command}-${args[0].length}`;
-    server.cli(command, `idem:%:${key}`, ...args);
-    const before = runs.of('payments');
-    const first = await post(key);
+    redis.server.cli(command, `idem:%:${key}`, ...args);
+    const before = redis.runs.of('payments');
+    const first = await redis.post(key);
     expect(first.status).toBe(201);
-    expect(runs.of('payments')).toBe(before + 1);
-    const retry = await post(key);
+    expect(redis.runs.of('payments')).toBe(before + 1);
+    const retry = await redis.post(key);
     expect(retry.headers['idempotent-replayed']).toBe('true');
     expect(retry.text).toBe(first.text);
-    expect(runs.of('payments')).toBe(before + 1);
+    expect(redis.runs.of('payments')).toBe(before + 1);
     expect(warn).toHaveBeenCalledTimes(1);
     expect(warn).toHaveBeenCalledWith(
       'a value the idempotency layer did not write was under an idempotency key; it is replaced by a claim',

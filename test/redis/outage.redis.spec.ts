@@ -5,70 +5,47 @@ import request from 'supertest';
 import { IdempotencyModule, RedisCache, RedisCacheOptions } from '../../lib/index.js';
 import { ADAPTERS, startApp } from '../support/app.js';
 import { Gate, Runs, TestController } from '../support/fixtures.js';
-import { RedisCluster, RedisServer, clusterAvailable, redisAvailable } from '../support/redis-server.js';
+import { RedisCluster, clusterAvailable, redisAvailable } from '../support/redis-server.js';
+import { useRedisApp } from '../support/redis-app.js';
 import { sleep } from '../support/timing.js';
 
 const describeRedis = redisAvailable('Redis outage suite') ? describe : describe.skip;
 const describeCluster = clusterAvailable('Redis Cluster e2e suite') ? describe : describe.skip;
 
 describeRedis.each(ADAPTERS)('Redis outage on %s', (adapter) => {
-  let server: RedisServer;
-  let app: INestApplication;
-  let runs: Runs;
-  let gate: Gate;
-  beforeAll(async () => {
-    server = await RedisServer.start([], { ownServer: true });
-    app = await startApp(adapter, {
-      imports: [
-        IdempotencyModule.forRoot({
-          cache: new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(500)),
-        }),
-      ],
-      controllers: [TestController],
-      providers: [Runs, Gate],
-    });
-    runs = app.get(Runs);
-    gate = app.get(Gate);
-  });
-  afterAll(async () => {
-    gate?.release();
-    await app?.close();
-    await server?.stop();
-  });
-
-  const post = (key: string) => request(app.getHttpServer()).post('/payments').set('Idempotency-Key', key).send({ a: 1 });
+  const redis = useRedisApp(adapter, 500);
 
   it('works, then fails closed with 503 while Redis is down, then works again without a restart', async () => {
-    expect((await post('before')).status).toBe(201);
-    await server.stop();
-    const before = runs.total();
-    const down = await post('during');
+    expect((await redis.post('before')).status).toBe(201);
+    await redis.server.stop();
+    const before = redis.runs.total();
+    const down = await redis.post('during');
     expect(down.status).toBe(503);
     expect(down.headers['retry-after']).toBe('1');
     expect(down.body).toEqual({ error: 'idempotency store unavailable; retry shortly' });
-    expect(runs.total()).toBe(before);
+    expect(redis.runs.total()).toBe(before);
 
-    await server.resume();
-    let back = await post('after');
+    await redis.server.resume();
+    let back = await redis.post('after');
     for (let i = 0; i < 50 && back.status === 503; i++) {
       await sleep(100);
-      back = await post('after');
+      back = await redis.post('after');
     }
     expect(back.status).toBe(201);
-    expect((await post('after')).headers['idempotent-replayed']).toBe('true');
+    expect((await redis.post('after')).headers['idempotent-replayed']).toBe('true');
   }, 30_000);
 
   it("a commit that fails after the handler ran still sends the handler's response", async () => {
-    gate.close();
-    const entered = gate.whenEntered();
-    const pending = post('commit-fails').then((r) => r);
+    redis.gate.close();
+    const entered = redis.gate.whenEntered();
+    const pending = redis.post('commit-fails').then((r) => r);
     await entered;
-    await server.stop();
-    gate.release();
+    await redis.server.stop();
+    redis.gate.release();
     const res = await pending;
     expect(res.status).toBe(201);
     expect(res.body.txId).toMatch(/^tx-\d+$/);
-    await server.resume();
+    await redis.server.resume();
   }, 30_000);
 });
 

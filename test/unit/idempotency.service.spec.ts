@@ -1,10 +1,11 @@
 import { describe, expect, it, jest } from '@jest/globals';
 import type { ExecutionContext } from '@nestjs/common';
-import { type ActiveClaim, IdempotencyException, type ResolvedRouteOptions, type StoredResponse } from '../../lib/index.js';
+import { IdempotencyException, type ResolvedRouteOptions, type StoredResponse } from '../../lib/index.js';
 import { IdempotentReplay } from '../../lib/exceptions/idempotent-replay.exception.js';
 import { requestFingerprint } from '../../lib/utils/fingerprint.util.js';
 import { spyOnLogger } from '../support/logger.js';
 import { createProtocol } from '../support/protocol.js';
+import { activeClaim } from '../support/claims.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const context = { marker: 'context' } as unknown as ExecutionContext;
@@ -357,15 +358,7 @@ describe('IdempotencyService.begin: the body and the store', () => {
 
 describe('IdempotencyService: commit and release', () => {
   const log = spyOnLogger();
-  const claim: ActiveClaim = {
-    key: 'k',
-    cacheKey: 'idem:%:k',
-    owner: 'me',
-    fingerprint: 'fp',
-    ttlMs: 500,
-    route: 'Pay.create',
-    claimedAt: Date.now(),
-  };
+  const claim = activeClaim();
 
   it('commits the response for the route ttl, and only logs when that fails', async () => {
     const { store, service } = setup();

@@ -1,19 +1,11 @@
 import { describe, expect, it, jest } from '@jest/globals';
-import type { ActiveClaim } from '../../lib/index.js';
 import { spyOnLogger } from '../support/logger.js';
 import { createProtocol as setup } from '../support/protocol.js';
+import { activeClaim } from '../support/claims.js';
 
 describe('LeaseRenewer', () => {
   const log = spyOnLogger();
-  const claim: ActiveClaim = {
-    key: 'k',
-    cacheKey: 'idem:%:k',
-    owner: 'me',
-    fingerprint: 'fp',
-    ttlMs: 500,
-    route: 'Pay.create',
-    claimedAt: Date.now(),
-  };
+  const claim = activeClaim();
 
   it('renews every held claim each third of the lease, with one timer, until unheld', async () => {
     jest.useFakeTimers();

@@ -1,0 +1,38 @@
+import { describe, expect, it } from '@jest/globals';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { built } from '../support/build.js';
+
+built('dist');
+
+// Every ```ts block of the README that starts with an import is a whole file a user may paste: it
+// must compile against the package as built, imported by its name (a package may import itself).
+const DIR = '.readme-check';
+
+function completeBlocks(markdown: string): string[] {
+  return [...markdown.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((m) => m[1]).filter((code) => code.startsWith('import '));
+}
+
+describe('README', () => {
+  it('has complete examples, and every one compiles', () => {
+    const blocks = completeBlocks(readFileSync('README.md', 'utf8'));
+    expect(blocks.length).toBeGreaterThanOrEqual(6);
+    rmSync(DIR, { recursive: true, force: true });
+    mkdirSync(DIR);
+    blocks.forEach((code, i) => writeFileSync(join(DIR, `example-${i + 1}.ts`), code));
+    writeFileSync(
+      join(DIR, 'tsconfig.json'),
+      JSON.stringify({ extends: '../tsconfig.json', compilerOptions: { rootDir: '.', noEmit: true }, include: ['*.ts'] }),
+    );
+    let output = '';
+    try {
+      execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', join(DIR, 'tsconfig.json')], { encoding: 'utf8' });
+    } catch (err) {
+      output = String((err as { stdout?: string }).stdout);
+    } finally {
+      rmSync(DIR, { recursive: true, force: true });
+    }
+    expect(output).toBe('');
+  }, 120_000);
+});

@@ -1,0 +1,61 @@
+import { describe, expect, it } from '@jest/globals';
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, normalize, relative } from 'node:path';
+
+// The folder rules of docs/architecture.md, checked on every import in lib/.
+const ALLOWED: Readonly<Record<string, readonly string[]>> = {
+  interfaces: ['interfaces'],
+  utils: ['utils', 'idempotency.messages.ts'],
+  http: ['http', 'interfaces'],
+  options: ['options', 'interfaces', 'idempotency.constants.ts', 'idempotency.messages.ts'],
+  stores: ['stores', 'interfaces', 'idempotency.constants.ts', 'idempotency.messages.ts'],
+  exceptions: ['interfaces'],
+  decorators: ['idempotency.constants.ts', 'interfaces', 'idempotency.interceptor.ts', 'idempotency.filter.ts'],
+};
+
+function files(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
+  );
+}
+
+/** Each relative import of `file`, as a path inside lib/ ending in .ts. */
+function imports(file: string): string[] {
+  const source = readFileSync(file, 'utf8');
+  return [...source.matchAll(/^\s*(?:import|export)[^'"]*from\s+'(\.[^']+)\.js';/gm)].map((m) =>
+    relative('lib', normalize(join(dirname(file), `${m[1]}.ts`))),
+  );
+}
+
+/** What a lib/ path belongs to: its folder, or the file itself at the top level. */
+const home = (path: string): string => (path.includes('/') ? path.split('/')[0] : path);
+
+describe('lib/ architecture (docs/architecture.md)', () => {
+  const all = files('lib');
+
+  it('reads every file and finds the imports', () => {
+    expect(all.length).toBeGreaterThan(30);
+    expect(imports('lib/stores/in-memory.cache.ts')).toContain('stores/bounded-lru.ts');
+  });
+
+  it('every folder imports only what its row allows', () => {
+    const broken: string[] = [];
+    for (const file of all) {
+      const from = home(relative('lib', file));
+      const allowed = ALLOWED[from];
+      if (!allowed) continue; // the top level may import anything
+      for (const target of imports(file)) {
+        if (!allowed.includes(home(target))) broken.push(`${relative('lib', file)} -> ${target}`);
+      }
+    }
+    expect(broken).toEqual([]);
+  });
+
+  it('only index.ts and the module know every store; the request path never imports one', () => {
+    const importers = all
+      .filter((f) => imports(f).some((t) => t.startsWith('stores/')))
+      .map((f) => relative('lib', f))
+      .filter((f) => !f.startsWith('stores/'));
+    expect(importers.sort()).toEqual(['idempotency.module.ts', 'index.ts']);
+  });
+});
