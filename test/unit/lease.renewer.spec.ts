@@ -47,6 +47,7 @@ describe('LeaseRenewer', () => {
     expect(log.warnings).toHaveBeenCalledWith(
       'Pay.create: the handler has held its key for 60 ms (maxHoldMs) without finishing; the lease is no longer renewed and lapses, after which a retry runs the handler again',
     );
+    expect((log.warnings.mock.contexts[0] as { context?: string }).context).toBe('Idempotency');
     jest.advanceTimersByTime(100);
     expect(store.calls).toHaveLength(5);
     expect(log.warnings).toHaveBeenCalledTimes(1);
