@@ -46,6 +46,8 @@ export const LOGS = {
   perProcess:
     'InMemoryCache keeps idempotency state per process: a retry that reaches another pod runs again. Use RedisCache with more than one instance.',
   redisDown: (reason: string) => `Redis unreachable: ${reason}`,
+  postgresIdleError: (reason: string) => `an idle PostgreSQL connection failed; the pool replaces it: ${reason}`,
+  sweepFailed: (reason: string) => `sweeping expired idempotency rows failed; the next sweep tries again: ${reason}`,
   redisUp: 'Redis reachable again',
 } as const;
 
@@ -54,6 +56,7 @@ export const STORE_ERRORS = {
   memoryFull: 'InMemoryCache is full: every entry is a claim in flight or kept by its prefix quota',
   redisTimeout: (ms: number) => `Redis command timed out after ${ms} ms`,
   redisForeign: 'RedisCache: the key holds a value that is not an idempotency record',
+  postgresSchema: (reason: string) => `PostgresStore: the schema could not be created: ${reason}`,
 } as const;
 
 /** Errors that stop the application at startup: a misconfiguration is never left for run time. */
@@ -83,6 +86,9 @@ export const CONFIG_ERRORS = {
     `InMemoryCache: prefixQuotas reserve ${reserved} entries, more than maxEntries (${maxEntries})`,
   redisOptions: 'RedisCache: pass RedisCacheOptions.create().withUrl(...) or .withClient(...)',
   redisTarget: 'RedisCache: set withUrl() or withClient()',
+  postgresTarget: 'give exactly one of connectionString (a pool of its own) and pool (yours)',
+  sqliteTarget: 'give exactly one of filename (a database of its own) and database (yours)',
+  identifier: (name: string) => `${name} must be an SQL identifier: a letter or _, then letters, digits or _, at most 63 in all`,
   redisTimeout: (max: number, got: unknown) =>
     `RedisCache: the command timeout must be an integer from 1 to ${max} (ms), got ${String(got)}`,
 } as const;

@@ -1,4 +1,12 @@
-import { type DynamicModule, Inject, Module, type OnApplicationShutdown, Optional, type Provider } from '@nestjs/common';
+import {
+  type DynamicModule,
+  Inject,
+  Module,
+  type OnApplicationShutdown,
+  type OnModuleInit,
+  Optional,
+  type Provider,
+} from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
 import { IdempotencyExplorer } from './idempotency.explorer.js';
@@ -60,7 +68,7 @@ const EXPORTS = [
  * store of its own unless `cache` is given.
  */
 @Module({})
-export class IdempotencyModule implements OnApplicationShutdown {
+export class IdempotencyModule implements OnModuleInit, OnApplicationShutdown {
   // Optional: imported without forRoot() the module provides nothing, and has nothing to close.
   constructor(@Optional() @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options?: ResolvedIdempotencyOptions) {}
 
@@ -104,6 +112,11 @@ export class IdempotencyModule implements OnApplicationShutdown {
       inject: [factory],
     };
     return options.useClass ? [fromFactory, { provide: options.useClass, useClass: options.useClass }] : [fromFactory];
+  }
+
+  /** Lets the store connect (and create its schema) before the first request; a failure fails the start. */
+  async onModuleInit(): Promise<void> {
+    await this.options?.store.open?.();
   }
 
   /** Closes what the store opened (a Redis client it created); a client the application passed in stays open. */

@@ -50,3 +50,8 @@ export type { InMemoryCacheOptions, CacheSetOptions } from './stores/in-memory-c
 export { RedisCache } from './stores/redis.cache.js';
 export { RedisCacheOptions, DEFAULT_REDIS_COMMAND_TIMEOUT_MS } from './stores/redis-cache.options.js';
 export type { RedisClientLike } from './stores/redis-cache.options.js';
+export { PostgresStore } from './stores/postgres.store.js';
+export type { PostgresStoreOptions, PostgresPoolLike } from './stores/postgres-store.options.js';
+export { SqliteStore } from './stores/sqlite.store.js';
+export type { SqliteStoreOptions, SqliteDatabaseLike, SqliteStatementLike } from './stores/sqlite-store.options.js';
+export type { SqlStoreOptions } from './stores/sql-store.options.js';

@@ -1,14 +1,15 @@
 import { type DynamicModule, Module } from '@nestjs/common';
-import { IdempotencyModule, type IdempotencyStore, InMemoryCache } from '../lib/index.js';
+import { IdempotencyModule, type IdempotencyStore, SqliteStore } from '../lib/index.js';
 import { AccountIdentityResolver } from './account-identity.resolver.js';
-import { DATABASE_PATH, DatabaseService } from './database.service.js';
+import { DatabaseModule } from './database.module.js';
+import { DatabaseService } from './database.service.js';
 import { OrdersController } from './orders.controller.js';
 import { PaymentsController, PROVIDER_LATENCY_MS } from './payments.controller.js';
 
 export interface SampleOptions {
   /** SQLite file; ':memory:' keeps nothing after exit. */
   databasePath: string;
-  /** Idempotency store; default a dedicated InMemoryCache. */
+  /** Idempotency store; default a SqliteStore in the sample's own database, beside the payments. */
   cache?: IdempotencyStore;
   /** Claim lease in ms (module default 60 s). */
   leaseMs?: number;
@@ -19,22 +20,24 @@ export interface SampleOptions {
 @Module({})
 export class AppModule {
   static register(options: SampleOptions): DynamicModule {
+    const database = DatabaseModule.register(options.databasePath);
     return {
       module: AppModule,
       imports: [
-        IdempotencyModule.forRoot({
-          cache: options.cache ?? new InMemoryCache({ maxEntries: 200_000 }),
-          identity: AccountIdentityResolver,
-          leaseMs: options.leaseMs,
+        database,
+        // forRootAsync, because the default store needs the database connection the app opens.
+        IdempotencyModule.forRootAsync({
+          imports: [database],
+          inject: [DatabaseService],
+          useFactory: (db: DatabaseService) => ({
+            cache: options.cache ?? new SqliteStore({ database: db.connection }),
+            identity: AccountIdentityResolver,
+            leaseMs: options.leaseMs,
+          }),
         }),
       ],
       controllers: [PaymentsController, OrdersController],
-      providers: [
-        { provide: DATABASE_PATH, useValue: options.databasePath },
-        { provide: PROVIDER_LATENCY_MS, useValue: options.providerLatencyMs ?? 0 },
-        DatabaseService,
-        AccountIdentityResolver,
-      ],
+      providers: [{ provide: PROVIDER_LATENCY_MS, useValue: options.providerLatencyMs ?? 0 }, AccountIdentityResolver],
     };
   }
 }

@@ -83,6 +83,11 @@ export class DatabaseService implements OnModuleDestroy {
     return new Map(rows.map((r) => [r.key, r.n]));
   }
 
+  /** The open database, for the idempotency store that keeps its records beside the payments. */
+  get connection(): Database.Database {
+    return this.db;
+  }
+
   onModuleDestroy(): void {
     this.db.close();
   }

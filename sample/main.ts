@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
-import { RedisCache, RedisCacheOptions } from '../lib/index.js';
+import { type IdempotencyStore, InMemoryCache, PostgresStore, RedisCache, RedisCacheOptions } from '../lib/index.js';
 import { AppModule } from './app.module.js';
 
 function numberFromEnv(name: string): number | undefined {
@@ -10,16 +10,38 @@ function numberFromEnv(name: string): number | undefined {
   return value === undefined || value === '' ? undefined : Number(value);
 }
 
+function required(name: string): string {
+  const value = process.env[name];
+  if (!value) throw new Error(`STORE=${process.env.STORE} needs ${name}`);
+  return value;
+}
+
+/** STORE picks the idempotency store; undefined means the default, SQLite in the sample's database. */
+function storeFromEnv(): IdempotencyStore | undefined {
+  switch (process.env.STORE || 'sqlite') {
+    case 'sqlite':
+      return undefined;
+    case 'memory':
+      return new InMemoryCache({ maxEntries: 200_000 });
+    case 'redis':
+      return new RedisCache(RedisCacheOptions.create().withUrl(required('REDIS_URL')));
+    case 'postgres':
+      return new PostgresStore({ connectionString: required('DATABASE_URL') });
+    default:
+      throw new Error(`STORE must be sqlite, memory, redis or postgres, got ${process.env.STORE}`);
+  }
+}
+
 /**
  * The sample payments API. Environment: PORT (3000), HOST (127.0.0.1), ADAPTER ('express' or 'fastify'),
- * DATABASE (SQLite file, default ':memory:'), REDIS_URL (use RedisCache instead of the in-memory store),
- * IDEMPOTENCY_LEASE_MS, PAYMENT_PROVIDER_LATENCY_MS (simulated provider call).
+ * DATABASE (SQLite file, default 'payments.db'), STORE ('sqlite' (default: records beside the payments),
+ * 'memory', 'redis' with REDIS_URL, 'postgres' with DATABASE_URL), IDEMPOTENCY_LEASE_MS,
+ * PAYMENT_PROVIDER_LATENCY_MS (simulated provider call).
  */
 async function bootstrap(): Promise<void> {
-  const redisUrl = process.env.REDIS_URL;
   const module = AppModule.register({
-    databasePath: process.env.DATABASE ?? ':memory:',
-    cache: redisUrl ? new RedisCache(RedisCacheOptions.create().withUrl(redisUrl)) : undefined,
+    databasePath: process.env.DATABASE || 'payments.db',
+    cache: storeFromEnv(),
     leaseMs: numberFromEnv('IDEMPOTENCY_LEASE_MS'),
     providerLatencyMs: numberFromEnv('PAYMENT_PROVIDER_LATENCY_MS'),
   });
@@ -30,7 +52,7 @@ async function bootstrap(): Promise<void> {
   const port = Number(process.env.PORT ?? 3000);
   const host = process.env.HOST ?? '127.0.0.1';
   await app.listen(port, host);
-  Logger.log(`payments API on http://${host}:${port}/api, idempotency store: ${redisUrl ? 'Redis' : 'in-memory'}`, 'Sample');
+  Logger.log(`payments API on http://${host}:${port}/api, idempotency store: ${process.env.STORE || 'sqlite'}`, 'Sample');
 }
 
 void bootstrap();

@@ -47,6 +47,11 @@ export interface IdempotencyStore {
   release(key: string, owner: string): Promise<boolean>;
   /** Extends the caller's claim to `leaseMs` from now. */
   renew(key: string, owner: string, leaseMs: number): Promise<boolean>;
+  /**
+   * Prepares what the store needs (a connection, its schema); called once when the module initialises.
+   * A rejection fails the application's start. Without it, a store prepares itself on first use.
+   */
+  open?(): Promise<void>;
   /** Frees what the store itself opened (connections, timers); called on application shutdown. */
   close?(): Promise<void>;
 }

@@ -1,23 +1,26 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import type { INestApplication } from '@nestjs/common';
 import request from 'supertest';
-import { IdempotencyModule, InMemoryCache } from '../../lib/index.js';
+import { IdempotencyModule } from '../../lib/index.js';
 import { ADAPTERS, startApp } from '../support/app.js';
 import { Gate, Runs, TestController } from '../support/fixtures.js';
+import { openStore, storeNames, type StoreUnderTest } from '../support/stores.js';
 
 let seq = 0;
 const newKey = (): string => `key-${Date.now()}-${++seq}`;
 
-describe.each(ADAPTERS)('core behaviour (docs/behaviour.md) on %s', (adapter) => {
+const MATRIX = ADAPTERS.flatMap((adapter) => storeNames('core e2e on PostgreSQL').map((store) => [adapter, store] as const));
+
+describe.each(MATRIX)('core behaviour (docs/behaviour.md) on %s with the %s store', (adapter, storeName) => {
   let app: INestApplication;
   let runs: Runs;
   let gate: Gate;
-  let now = 1_000_000;
-  const cache = new InMemoryCache({ now: () => now });
+  let store: StoreUnderTest;
 
   beforeAll(async () => {
+    store = await openStore(storeName);
     app = await startApp(adapter, {
-      imports: [IdempotencyModule.forRoot({ cache })],
+      imports: [IdempotencyModule.forRoot({ cache: store.cache })],
       controllers: [TestController],
       providers: [Runs, Gate],
     });
@@ -139,13 +142,13 @@ describe.each(ADAPTERS)('core behaviour (docs/behaviour.md) on %s', (adapter) =>
     expect(blank.status).toBe(400);
     expect(blank.body).toEqual({ error: 'idempotency-key header is required' });
 
-    const size = cache.size;
+    const size = await store.count();
     const a = await request(server()).post('/optional');
     const b = await request(server()).post('/optional').set('Idempotency-Key', '  ');
     expect(a.status).toBe(201);
     expect(b.body.run).toBe(a.body.run + 1);
     expect(a.body.key).toBeNull();
-    expect(cache.size).toBe(size);
+    expect(await store.count()).toBe(size);
     const keyed = newKey();
     const c = await request(server()).post('/optional').set('Idempotency-Key', keyed);
     const d = await request(server()).post('/optional').set('Idempotency-Key', keyed);
@@ -187,7 +190,7 @@ describe.each(ADAPTERS)('core behaviour (docs/behaviour.md) on %s', (adapter) =>
     const a = await request(server()).post('/short').set('Idempotency-Key', key);
     const b = await request(server()).post('/short').set('Idempotency-Key', key);
     expect(b.text).toBe(a.text);
-    now += 51;
+    await store.advance(51);
     const c = await request(server()).post('/short').set('Idempotency-Key', key);
     expect(c.headers['idempotent-replayed']).toBeUndefined();
     expect(c.body.run).toBe(a.body.run + 1);

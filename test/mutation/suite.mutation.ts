@@ -22,3 +22,5 @@ import '../unit/redis-cache.options.spec.js';
 import '../unit/in-memory.cache.spec.js';
 import '../unit/in-memory-contract.spec.js';
 import '../redis/redis-cache.redis.spec.js';
+import '../sqlite/sqlite-store.sqlite.spec.js';
+import '../postgres/postgres-store.postgres.spec.js';

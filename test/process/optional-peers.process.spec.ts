@@ -2,12 +2,19 @@ import { describe, expect, it } from '@jest/globals';
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { pay, Pod } from '../support/pod.js';
 import { built } from '../support/build.js';
+import { pay, Pod } from '../support/pod.js';
 
 built('dist', '.build');
 
-const BLOCK = ['--import', './test/support/block-ioredis.mjs'];
+const BLOCK = ['--import', './test/support/block-peers.mjs'];
+
+/** Each optional peer and the one built file that may name it: the store that loads it on demand. */
+const PEERS = [
+  { name: 'ioredis', loader: 'stores/redis.cache.js' },
+  { name: 'pg', loader: 'stores/postgres.store.js' },
+  { name: 'better-sqlite3', loader: 'stores/sqlite.store.js' },
+];
 
 function jsFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
@@ -15,29 +22,62 @@ function jsFiles(dir: string): string[] {
   );
 }
 
-describe('ioredis is optional', () => {
-  it('no built file outside the Redis store names ioredis, and that one only loads it on demand', () => {
-    const files = jsFiles('dist');
-    expect(files.length).toBeGreaterThan(10);
-    const naming = files.filter((f) => readFileSync(f, 'utf8').includes('ioredis')).map((f) => relative('dist', f));
-    expect(naming.sort()).toEqual(['stores/redis-cache.options.js', 'stores/redis.cache.js']);
-    expect(readFileSync('dist/stores/redis-cache.options.js', 'utf8')).not.toMatch(/import[^;]*ioredis/);
-    const source = readFileSync('dist/stores/redis.cache.js', 'utf8');
-    expect(source).not.toMatch(/^\s*import[^(]*['"]ioredis['"]/m);
-    expect(source).toContain("import('ioredis')");
+function run(script: string, env: NodeJS.ProcessEnv = {}): string {
+  return execFileSync(process.execPath, [...BLOCK, '--input-type=module', '-e', script], {
+    encoding: 'utf8',
+    stdio: 'pipe',
+    env: { ...process.env, ...env },
+  });
+}
+
+describe('ioredis, pg and better-sqlite3 are optional', () => {
+  it.each(PEERS)('only the $name store names $name, and loads it on demand', ({ name, loader }) => {
+    const all = jsFiles('dist');
+    expect(all.length).toBeGreaterThan(10);
+    const naming = all
+      .filter((f) => new RegExp(`['"\`]${name}['"\`/]`).test(readFileSync(f, 'utf8')))
+      .map((f) => relative('dist', f));
+    expect(naming).toEqual([loader]);
+    const source = readFileSync(join('dist', loader), 'utf8');
+    expect(source).not.toMatch(new RegExp(`^\\s*import[^(]*['"]${name}['"]`, 'm'));
+    expect(source).toContain(`import('${name}')`);
   });
 
-  it('the blocking hook really hides ioredis', () => {
-    const run = () =>
-      execFileSync(process.execPath, [...BLOCK, '--input-type=module', '-e', "await import('ioredis')"], { stdio: 'pipe' });
-    expect(run).toThrow(/Cannot find package 'ioredis'/);
+  it('the blocking hook really hides them', () => {
+    for (const { name } of PEERS) expect(() => run(`await import('${name}')`)).toThrow(`Cannot find package '${name}'`);
   });
 
-  it('the package and the sample app run on InMemoryCache without ioredis', async () => {
-    const pod = await Pod.start({ database: ':memory:', nodeArgs: BLOCK });
+  it('the package boots on InMemoryCache with none of them installed', () => {
+    const out = run(`
+      import 'reflect-metadata';
+      import { NestFactory } from '@nestjs/core';
+      import { IdempotencyModule, IdempotencyService, InMemoryCache } from './dist/index.js';
+      const app = await NestFactory.createApplicationContext(IdempotencyModule.forRoot(), { logger: false });
+      const service = app.get(IdempotencyService);
+      const claim = await service.options.store.claim('k', { owner: 'o', fingerprint: 'f', leaseMs: 1000 });
+      console.log(service.options.store instanceof InMemoryCache, claim.state);
+      await app.close();
+    `);
+    expect(out.trim()).toBe('true claimed');
+  });
+
+  it('a store whose peer is missing fails the start with the package named', () => {
+    expect(() =>
+      run(`
+        import 'reflect-metadata';
+        import { NestFactory } from '@nestjs/core';
+        import { IdempotencyModule, PostgresStore } from './dist/index.js';
+        const cache = new PostgresStore({ connectionString: 'postgres://127.0.0.1:1/x' });
+        await NestFactory.createApplicationContext(IdempotencyModule.forRoot({ cache }), { logger: false, abortOnError: false });
+      `),
+    ).toThrow("Cannot find package 'pg'");
+  });
+
+  it('the sample app runs on InMemoryCache without ioredis and pg', async () => {
+    const pod = await Pod.start({ database: ':memory:', nodeArgs: BLOCK, env: { BLOCK_PEERS: 'ioredis,pg', STORE: 'memory' } });
     try {
-      const first = await pay(pod.base, 'no-redis');
-      const retry = await pay(pod.base, 'no-redis');
+      const first = await pay(pod.base, 'no-peers');
+      const retry = await pay(pod.base, 'no-peers');
       expect(first.status).toBe(201);
       expect(retry).toEqual({ status: 201, text: first.text, replayed: true });
     } finally {

@@ -4,7 +4,13 @@ import { freePort } from './redis-server.js';
 import { sleep } from './timing.js';
 
 export interface PodOptions {
+  /** The idempotency store (the sample's STORE); default 'redis' with `redisUrl`, else 'memory'. */
+  store?: 'sqlite' | 'memory' | 'redis' | 'postgres';
   redisUrl?: string;
+  /** PostgreSQL connection string, for `store: 'postgres'`. */
+  postgresUrl?: string;
+  /** Extra environment variables. */
+  env?: NodeJS.ProcessEnv;
   database: string;
   adapter?: 'express' | 'fastify';
   leaseMs?: number;
@@ -30,9 +36,12 @@ export class Pod {
       HOST: '127.0.0.1',
       DATABASE: options.database,
       ADAPTER: options.adapter ?? 'express',
+      STORE: options.store ?? (options.redisUrl ? 'redis' : 'memory'),
       REDIS_URL: options.redisUrl ?? '',
+      DATABASE_URL: options.postgresUrl ?? '',
       IDEMPOTENCY_LEASE_MS: options.leaseMs === undefined ? '' : String(options.leaseMs),
       PAYMENT_PROVIDER_LATENCY_MS: String(options.providerLatencyMs ?? 0),
+      ...options.env,
     };
     const child = track(
       spawn(process.execPath, [...(options.nodeArgs ?? []), '.build/sample/main.js'], { env, stdio: ['ignore', 'pipe', 'pipe'] }),

@@ -57,6 +57,43 @@ export function storeContract(
       expect(Buffer.compare(outcome.record.response.body, sampleRecord('x').response.body)).toBe(0);
     });
 
+    it('keeps a 5 MB body, an empty body and many headers byte for byte', async () => {
+      const big = Buffer.alloc(5 * 1024 * 1024);
+      for (let i = 0; i < big.length; i++) big[i] = (i * 31) & 0xff;
+      const headers: Record<string, string | string[]> = {};
+      for (let i = 0; i < 200; i++) headers[`x-h${i}`] = i % 2 ? `v${i}` : [`a${i}`, `b${i}`];
+      for (const body of [big, Buffer.alloc(0)]) {
+        const k = key();
+        await store.claim(k, claim('a', 'fp-big'));
+        const record = { fingerprint: 'fp-big', response: { status: 201, headers, body } };
+        expect(await store.commit(k, 'a', record, 5000)).toBe(true);
+        const outcome = await store.claim(k, claim('b'));
+        expect(outcome.state).toBe('completed');
+        if (outcome.state !== 'completed') return;
+        expect(outcome.record.response.headers).toEqual(headers);
+        expect(Buffer.compare(outcome.record.response.body, body)).toBe(0);
+      }
+    });
+
+    it('keys are data: SQL, Lua and JSON look-alikes are stored literally and kept apart', async () => {
+      const base = key();
+      const keys = [
+        `${base}'; DROP TABLE idempotency_records; --`,
+        `${base}" OR 1=1 --`,
+        `${base}{"$ne":null}`,
+        `${base}%`,
+        `${base}_`,
+      ];
+      for (const [i, k] of keys.entries()) {
+        expect(await store.claim(k, claim(`o${i}`, `fp-${i}`))).toEqual({ state: 'claimed' });
+        expect(await store.commit(k, `o${i}`, sampleRecord(`fp-${i}`), 5000)).toBe(true);
+      }
+      for (const [i, k] of keys.entries()) {
+        const outcome = await store.claim(k, claim('z'));
+        expect(outcome.state === 'completed' && outcome.record.fingerprint).toBe(`fp-${i}`);
+      }
+    });
+
     it('fencing: commit, release and renew by another owner change nothing', async () => {
       const k = key();
       await store.claim(k, claim('owner'));

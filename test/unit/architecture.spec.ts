@@ -8,7 +8,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   utils: ['utils', 'idempotency.messages.ts'],
   http: ['http', 'interfaces'],
   options: ['options', 'interfaces', 'idempotency.constants.ts', 'idempotency.messages.ts'],
-  stores: ['stores', 'interfaces', 'idempotency.constants.ts', 'idempotency.messages.ts'],
+  stores: ['stores', 'interfaces', 'options', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   exceptions: ['interfaces'],
   decorators: ['idempotency.constants.ts', 'interfaces', 'idempotency.interceptor.ts', 'idempotency.filter.ts'],
 };

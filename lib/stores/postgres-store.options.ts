@@ -1,0 +1,38 @@
+import type { SqlStoreOptions } from './sql-store.options.js';
+
+/**
+ * The parts of a node-postgres `Pool` the store uses. Declared here so that the package's types never
+ * name `pg`, which is an optional peer dependency.
+ */
+export interface PostgresPoolLike {
+  query(config: {
+    text: string;
+    values?: unknown[];
+    query_timeout?: number;
+  }): Promise<{ rows: Record<string, unknown>[]; rowCount: number | null }>;
+  end(): Promise<void>;
+  // `any`, as node-postgres declares it: anything narrower would refuse a real Pool.
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  on(event: 'error', listener: (...args: any[]) => void): unknown;
+}
+
+/** Options of `PostgresStore`: a connection string (the store's own pool) or the application's pool. */
+export interface PostgresStoreOptions extends SqlStoreOptions {
+  /** `postgres://…` of a small pool the store creates, owns and closes on shutdown. */
+  connectionString?: string;
+  /** A `pg.Pool` the application owns: the store uses it and never closes it. */
+  pool?: PostgresPoolLike;
+  /** The schema holding the table. Default `'public'`. */
+  schema?: string;
+  /**
+   * Bound on each statement, in ms: on the server (`statement_timeout`, own pool) and on the client
+   * (`query_timeout`). A claim past it answers 503. Default `1_000`.
+   */
+  statementTimeoutMs?: number;
+  /** Connections of the store's own pool. Default 4. */
+  poolSize?: number;
+}
+
+export const DEFAULT_POSTGRES_SCHEMA = 'public';
+export const DEFAULT_STATEMENT_TIMEOUT_MS = 1_000;
+export const DEFAULT_POOL_SIZE = 4;

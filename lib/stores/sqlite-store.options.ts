@@ -1,0 +1,36 @@
+import type { SqlStoreOptions } from './sql-store.options.js';
+
+/**
+ * The parts of a better-sqlite3 `Database` the store uses. Declared here so that the package's types
+ * never name better-sqlite3, which is an optional peer dependency.
+ */
+export interface SqliteDatabaseLike {
+  prepare(sql: string): SqliteStatementLike;
+  exec(sql: string): unknown;
+  pragma(source: string, options?: { simple?: boolean }): unknown;
+  transaction<A extends unknown[], R>(fn: (...args: A) => R): { immediate(...args: A): R };
+  close(): unknown;
+}
+
+/** A prepared statement of {@link SqliteDatabaseLike}. */
+export interface SqliteStatementLike {
+  run(...params: unknown[]): { changes: number };
+  get(...params: unknown[]): unknown;
+}
+
+/** Options of `SqliteStore`: a file (the store's own connection) or the application's open database. */
+export interface SqliteStoreOptions extends SqlStoreOptions {
+  /** Path of the database file the store opens, owns and closes; `':memory:'` for a private one. */
+  filename?: string;
+  /** An open better-sqlite3 `Database` the application owns: the store uses it and never closes it. */
+  database?: SqliteDatabaseLike;
+  /**
+   * How long a statement waits for another process's write lock, in ms (`busy_timeout`); past it the
+   * claim answers 503. Default `1_000`.
+   */
+  busyTimeoutMs?: number;
+  /** Clock in epoch ms; tests inject one. Default `Date.now`. */
+  now?: () => number;
+}
+
+export const DEFAULT_BUSY_TIMEOUT_MS = 1_000;

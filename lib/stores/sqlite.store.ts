@@ -1,0 +1,175 @@
+import { Logger } from '@nestjs/common';
+import { MAX_TIMER_MS } from '../idempotency.constants.js';
+import { CONFIG_ERRORS } from '../idempotency.messages.js';
+import type {
+  ClaimOutcome,
+  IdempotencyClaim,
+  IdempotencyRecord,
+  IdempotencyStore,
+} from '../interfaces/idempotency-store.interface.js';
+import { fail, integerIn, refuseUnknownKeys } from '../options/option.validators.js';
+import { DEFAULT_SWEEP_INTERVAL_MS, DEFAULT_TABLE_NAME, SWEEP_BATCH, SWEEP_BATCHES } from './sql-store.options.js';
+import { SqlSweeper } from './sql.sweeper.js';
+import {
+  DEFAULT_BUSY_TIMEOUT_MS,
+  type SqliteDatabaseLike,
+  type SqliteStatementLike,
+  type SqliteStoreOptions,
+} from './sqlite-store.options.js';
+import { sqliteSchemaSql } from './sqlite.schema.js';
+import { decodeRecord, encodeRecord } from './store-value.codec.js';
+
+const OPTION_KEYS = ['filename', 'database', 'tableName', 'createSchema', 'sweepIntervalMs', 'busyTimeoutMs', 'now'] as const;
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+const PROCESSING = 0;
+
+interface HeldRow {
+  state: number;
+  fingerprint: string;
+  record: Buffer | null;
+}
+
+interface Statements {
+  takeOrInsert: SqliteStatementLike;
+  live: SqliteStatementLike;
+  commit: SqliteStatementLike;
+  release: SqliteStatementLike;
+  renew: SqliteStatementLike;
+  sweep: SqliteStatementLike;
+  claim: (key: string, claim: IdempotencyClaim, now: number) => HeldRow | undefined;
+}
+
+/**
+ * An {@link IdempotencyStore} on SQLite (better-sqlite3): the durable embedded default. Each operation
+ * is one synchronous transaction, never left open across an `await`; in WAL mode with a busy timeout,
+ * several processes on one host can share the file. Times are integer ms from the store's clock.
+ */
+export class SqliteStore implements IdempotencyStore {
+  private readonly logger = new Logger('SqliteStore');
+  private readonly table: string;
+  private readonly busyTimeoutMs: number;
+  private readonly now: () => number;
+  private readonly sweeper: SqlSweeper;
+  private ready: Promise<Statements> | undefined;
+  private db: SqliteDatabaseLike | undefined;
+
+  constructor(private readonly options: SqliteStoreOptions) {
+    const where = 'SqliteStore';
+    if (options === null || typeof options !== 'object') fail(where, CONFIG_ERRORS.notAnObject);
+    refuseUnknownKeys(where, options, OPTION_KEYS, undefined);
+    if ((options.filename === undefined) === (options.database === undefined)) fail(where, CONFIG_ERRORS.sqliteTarget);
+    const table = options.tableName ?? DEFAULT_TABLE_NAME;
+    if (typeof table !== 'string' || !IDENTIFIER.test(table)) fail(where, CONFIG_ERRORS.identifier('tableName'));
+    this.table = table;
+    this.busyTimeoutMs = integerIn(where, 'busyTimeoutMs', options.busyTimeoutMs, DEFAULT_BUSY_TIMEOUT_MS, 0, MAX_TIMER_MS);
+    this.now = options.now ?? Date.now;
+    const interval = integerIn(where, 'sweepIntervalMs', options.sweepIntervalMs, DEFAULT_SWEEP_INTERVAL_MS, 0, MAX_TIMER_MS);
+    this.sweeper = new SqlSweeper(interval, async () => this.sweep(), this.logger);
+  }
+
+  /** The DDL the store runs with `createSchema` (the default): for a migration of your own. */
+  schemaSql(): string {
+    return sqliteSchemaSql(this.table);
+  }
+
+  /** Opens the database (and creates the schema unless told not to); the module calls it at startup. */
+  async open(): Promise<void> {
+    await this.statements();
+  }
+
+  async claim(key: string, claim: IdempotencyClaim): Promise<ClaimOutcome> {
+    const held = (await this.statements()).claim(key, claim, this.now());
+    if (!held) return { state: 'claimed' };
+    if (held.state === PROCESSING) return { state: 'in-flight', fingerprint: held.fingerprint };
+    return { state: 'completed', record: decodeRecord(held.record!) };
+  }
+
+  async commit(key: string, owner: string, record: IdempotencyRecord, ttlMs: number): Promise<boolean> {
+    const now = this.now();
+    return (await this.statements()).commit.run(encodeRecord(record), now + ttlMs, key, owner, now).changes === 1;
+  }
+
+  async release(key: string, owner: string): Promise<boolean> {
+    return (await this.statements()).release.run(key, owner, this.now()).changes === 1;
+  }
+
+  async renew(key: string, owner: string, leaseMs: number): Promise<boolean> {
+    const now = this.now();
+    return (await this.statements()).renew.run(now + leaseMs, key, owner, now).changes === 1;
+  }
+
+  /** Deletes expired rows in batches. */
+  async sweep(): Promise<number> {
+    const { sweep } = await this.statements();
+    let deleted = 0;
+    for (let batch = 0; batch < SWEEP_BATCHES; batch++) {
+      const { changes } = sweep.run(this.now());
+      deleted += changes;
+      if (changes < SWEEP_BATCH) break;
+    }
+    return deleted;
+  }
+
+  /** Stops the sweep; closes the database only when this store opened it. */
+  async close(): Promise<void> {
+    this.sweeper.stop();
+    const ready = this.ready;
+    this.ready = undefined;
+    if (!ready || this.options.database) return;
+    await ready.catch(() => undefined);
+    this.db?.close();
+    this.db = undefined;
+  }
+
+  private statements(): Promise<Statements> {
+    this.ready ??= this.prepare().catch((err: unknown) => {
+      this.ready = undefined;
+      throw err;
+    });
+    return this.ready;
+  }
+
+  private async prepare(): Promise<Statements> {
+    const db = this.options.database ?? (await this.openFile(this.options.filename!));
+    this.db = db;
+    db.pragma(`busy_timeout = ${this.busyTimeoutMs}`);
+    if (this.options.createSchema !== false) db.exec(this.schemaSql());
+    const t = `"${this.table}"`;
+    const live = db.prepare(`SELECT state, fingerprint, record FROM ${t} WHERE key = ? AND expires_at > ?`);
+    // Inserts, or takes over an expired row in place; RETURNING yields a row only when it did.
+    const takeOrInsert = db.prepare(
+      `INSERT INTO ${t} (key, fingerprint, state, owner, expires_at, record) VALUES (?, ?, 0, ?, ?, NULL)
+       ON CONFLICT (key) DO UPDATE SET fingerprint = excluded.fingerprint, state = 0, owner = excluded.owner,
+         expires_at = excluded.expires_at, record = NULL
+       WHERE ${t}.expires_at <= ?
+       RETURNING 1 AS claimed`,
+    );
+    const claim = db.transaction((key: string, c: IdempotencyClaim, now: number): HeldRow | undefined => {
+      if (takeOrInsert.get(key, c.fingerprint, c.owner, now + c.leaseMs, now)) return undefined;
+      return live.get(key, now) as HeldRow;
+    });
+    const mine = `key = ? AND owner = ? AND state = 0 AND expires_at > ?`;
+    this.sweeper.start();
+    return {
+      takeOrInsert,
+      live,
+      commit: db.prepare(`UPDATE ${t} SET state = 1, owner = NULL, record = ?, expires_at = ? WHERE ${mine}`),
+      release: db.prepare(`DELETE FROM ${t} WHERE ${mine}`),
+      renew: db.prepare(`UPDATE ${t} SET expires_at = ? WHERE ${mine}`),
+      sweep: db.prepare(
+        `DELETE FROM ${t} WHERE key IN (SELECT key FROM ${t} WHERE expires_at <= ? ORDER BY expires_at LIMIT ${SWEEP_BATCH})`,
+      ),
+      // IMMEDIATE: the write lock is taken at the start, so two processes never deadlock upgrading a read.
+      claim: (key, c, now) => claim.immediate(key, c, now),
+    };
+  }
+
+  private async openFile(filename: string): Promise<SqliteDatabaseLike> {
+    // Loaded here, not at import: the in-memory and Redis paths must run without better-sqlite3.
+    const sqlite = (await import('better-sqlite3')) as unknown as { default: new (filename: string) => SqliteDatabaseLike };
+    const db = new sqlite.default(filename);
+    // WAL lets readers and one writer of several processes share the file.
+    if (filename !== ':memory:') db.pragma('journal_mode = WAL');
+    return db;
+  }
+}

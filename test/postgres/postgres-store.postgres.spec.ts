@@ -1,0 +1,239 @@
+import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
+import { Logger } from '@nestjs/common';
+import pg from 'pg';
+import { type PostgresPoolLike, PostgresStore } from '../../lib/index.js';
+import { PostgresServer, postgresAvailable } from '../support/postgres-server.js';
+import { sampleRecord, storeContract } from '../support/store-contract.js';
+import { sleep } from '../support/timing.js';
+
+const describePg = postgresAvailable('PostgreSQL store suite') ? describe : describe.skip;
+
+let server: PostgresServer;
+let databases = 0;
+const stores: PostgresStore[] = [];
+const pools: pg.Pool[] = [];
+
+/** A database of its own for each store, so no test sees another's rows. */
+async function database(): Promise<string> {
+  return server.createDatabase(`store_${process.pid}_${++databases}`);
+}
+async function ownStore(options: Partial<ConstructorParameters<typeof PostgresStore>[0]> = {}): Promise<PostgresStore> {
+  const store = new PostgresStore({ connectionString: await database(), ...options });
+  stores.push(store);
+  await store.open();
+  return store;
+}
+function pool(url: string): pg.Pool {
+  const p = new pg.Pool({ connectionString: url, max: 4 });
+  p.on('error', () => undefined);
+  pools.push(p);
+  return p;
+}
+
+/** A pool that counts the statements it runs: what the round-trip targets are measured with. */
+function counted(inner: pg.Pool): PostgresPoolLike & { count: number } {
+  const wrapper = {
+    count: 0,
+    query: (config: { text: string; values?: unknown[] }) => {
+      wrapper.count++;
+      return inner.query(config) as never;
+    },
+    end: () => inner.end(),
+    on: (event: 'error', listener: (err: Error) => void) => inner.on(event, listener),
+  };
+  return wrapper;
+}
+
+const claim = (owner: string, fingerprint = 'fp', leaseMs = 5000) => ({ owner, fingerprint, leaseMs });
+
+describePg('PostgresStore', () => {
+  beforeAll(async () => {
+    server = await PostgresServer.start();
+  }, 60_000);
+  afterAll(async () => {
+    await Promise.all(stores.map((s) => s.close()));
+    await Promise.all(pools.map((p) => p.end()));
+    await server?.destroy();
+  });
+
+  storeContract('PostgresStore (its own pool)', () => ownStore());
+  storeContract('PostgresStore (the application pool, another schema and table)', async () => {
+    const store = new PostgresStore({ pool: pool(await database()), schema: 'billing', tableName: 'idem_keys' });
+    stores.push(store);
+    return store;
+  });
+
+  it('refuses bad options, naming them', () => {
+    expect(() => new PostgresStore({})).toThrow(
+      'PostgresStore: give exactly one of connectionString (a pool of its own) and pool (yours)',
+    );
+    expect(() => new PostgresStore({ connectionString: 'x', schema: 'a"b' })).toThrow(
+      'PostgresStore: schema must be an SQL identifier',
+    );
+    expect(() => new PostgresStore({ connectionString: 'x', tableName: '1x' })).toThrow(
+      'PostgresStore: tableName must be an SQL identifier',
+    );
+    expect(() => new PostgresStore({ connectionString: 'x', statementTimeoutMs: 0 })).toThrow(
+      'PostgresStore: statementTimeoutMs must be an integer from 1 to 2147483647, got 0',
+    );
+    expect(() => new PostgresStore({ connectionString: 'x', poolsize: 3 } as never)).toThrow(
+      'PostgresStore: unknown option "poolsize" (did you mean poolSize?)',
+    );
+  });
+
+  it('costs 2 round trips for a first request, 1 for a replay, 1 for a conflict', async () => {
+    const p = counted(pool(await database()));
+    const store = new PostgresStore({ pool: p, sweepIntervalMs: 0 });
+    stores.push(store);
+    await store.open();
+    p.count = 0;
+    await store.claim('k', claim('a'));
+    await store.commit('k', 'a', sampleRecord('fp'), 5000);
+    expect(p.count).toBe(2);
+    p.count = 0;
+    expect((await store.claim('k', claim('b'))).state).toBe('completed');
+    expect(p.count).toBe(1);
+    await store.claim('busy', claim('a'));
+    p.count = 0;
+    expect((await store.claim('busy', claim('b'))).state).toBe('in-flight');
+    expect(p.count).toBe(1);
+  });
+
+  it('a claim waiting on an uncommitted insert of its key sees that row once it commits, or claims once it rolls back', async () => {
+    const url = await database();
+    const store = new PostgresStore({ connectionString: url, sweepIntervalMs: 0 });
+    stores.push(store);
+    await store.open();
+    for (const [end, expected] of [
+      ['COMMIT', { state: 'in-flight', fingerprint: 'other' }],
+      ['ROLLBACK', { state: 'claimed' }],
+    ] as const) {
+      const key = `race-${end}`;
+      const other = new pg.Client({ connectionString: url });
+      await other.connect();
+      await other.query('BEGIN');
+      await other.query(
+        `INSERT INTO idempotency_records (key, fingerprint, state, owner, expires_at)
+         VALUES ($1, 'other', 0, 'someone', clock_timestamp() + interval '1 minute')`,
+        [key],
+      );
+      const pending = store.claim(key, claim('me'));
+      await sleep(100); // the claim is now waiting on the row lock
+      await other.query(end);
+      await other.end();
+      expect(await pending).toEqual(expected);
+    }
+  });
+
+  it('takes over an expired record and a dead lease inside the claim', async () => {
+    const store = await ownStore({ sweepIntervalMs: 0 });
+    await store.claim('dead', claim('crashed', 'fp', 50));
+    await store.claim('old', claim('a'));
+    await store.commit('old', 'a', sampleRecord('fp'), 50);
+    await sleep(80);
+    expect(await store.claim('dead', claim('next'))).toEqual({ state: 'claimed' });
+    expect(await store.claim('old', claim('next'))).toEqual({ state: 'claimed' });
+    expect(await store.commit('dead', 'crashed', sampleRecord('fp'), 5000)).toBe(false);
+  });
+
+  it('two pods sweeping at once never fail and never delete a live row', async () => {
+    const url = await database();
+    const a = new PostgresStore({ connectionString: url, sweepIntervalMs: 0 });
+    const b = new PostgresStore({ connectionString: url, sweepIntervalMs: 0 });
+    stores.push(a, b);
+    await a.open();
+    await b.open();
+    await server.query(`SELECT 1`);
+    const admin = pool(url);
+    await admin.query(
+      `INSERT INTO idempotency_records (key, fingerprint, state, owner, expires_at)
+       SELECT 'expired-' || i, 'fp', 0, 'o', clock_timestamp() - interval '1 second' FROM generate_series(1, 3000) i`,
+    );
+    for (let i = 0; i < 10; i++) await a.claim(`live-${i}`, claim('o'));
+    const [x, y] = await Promise.all([a.sweep(), b.sweep()]);
+    expect(x + y).toBe(3000);
+    const { rows } = await admin.query<{ n: string }>('SELECT count(*) AS n FROM idempotency_records');
+    expect(Number(rows[0].n)).toBe(10);
+  });
+
+  it('uses the database clock, never the pod clock', async () => {
+    const store = await ownStore({ sweepIntervalMs: 0 });
+    // A pod whose clock is years behind: times taken from it would have expired long ago.
+    const now = jest.spyOn(Date, 'now').mockReturnValue(Date.parse('2001-01-01T00:00:00Z'));
+    try {
+      await store.claim('clock', claim('a'));
+      await store.commit('clock', 'a', sampleRecord('fp'), 60_000);
+      expect((await store.claim('clock', claim('b'))).state).toBe('completed');
+    } finally {
+      now.mockRestore();
+    }
+  });
+
+  it('with createSchema: false creates nothing; the schemaSql() it shows is what it needs', async () => {
+    const url = await database();
+    const store = new PostgresStore({ connectionString: url, createSchema: false, sweepIntervalMs: 0 });
+    stores.push(store);
+    await expect(store.claim('k', claim('a'))).rejects.toThrow(/does not exist/);
+    const admin = pool(url);
+    await admin.query(store.schemaSql());
+    expect(await store.claim('k', claim('a'))).toEqual({ state: 'claimed' });
+    const { rows } = await admin.query<{ relpersistence: string }>(
+      "SELECT relpersistence FROM pg_class WHERE relname = 'idempotency_records'",
+    );
+    expect(rows[0].relpersistence).toBe('p'); // LOGGED
+  });
+
+  it('bounds each statement: a claim stuck behind a lock fails after statementTimeoutMs', async () => {
+    const url = await database();
+    const store = new PostgresStore({ connectionString: url, statementTimeoutMs: 300, sweepIntervalMs: 0 });
+    stores.push(store);
+    await store.open();
+    await store.claim('locked', claim('a', 'fp', 50));
+    await sleep(80);
+    const other = new pg.Client({ connectionString: url });
+    await other.connect();
+    await other.query('BEGIN');
+    await other.query("SELECT * FROM idempotency_records WHERE key = 'locked' FOR UPDATE");
+    const started = Date.now();
+    await expect(store.claim('locked', claim('b'))).rejects.toThrow();
+    expect(Date.now() - started).toBeLessThan(3000);
+    await other.query('ROLLBACK');
+    await other.end();
+    expect(await store.claim('locked', claim('b'))).toEqual({ state: 'claimed' });
+  });
+
+  it('survives a server restart and terminated connections without a restart of its own', async () => {
+    const own = await PostgresServer.start({ ownServer: true });
+    const errors = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
+    const store = new PostgresStore({ connectionString: own.url, statementTimeoutMs: 500, sweepIntervalMs: 0 });
+    try {
+      await store.open();
+      expect(await store.claim('before', claim('a'))).toEqual({ state: 'claimed' });
+      await own.stop();
+      await expect(store.claim('during', claim('a'))).rejects.toThrow();
+      await own.resume();
+      const after = async (prefix: string) => {
+        for (let i = 0; i < 20; i++) {
+          try {
+            return await store.claim(`${prefix}-${i}`, claim('a'));
+          } catch {
+            await sleep(100);
+          }
+        }
+        throw new Error('never recovered');
+      };
+      expect(await after('restarted')).toEqual({ state: 'claimed' });
+      await own.query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND datname = 'postgres'",
+      );
+      await sleep(100);
+      // The pool's idle connections died with their backends: heard and logged, never a crash.
+      expect(errors).toHaveBeenCalledWith(expect.stringContaining('an idle PostgreSQL connection failed'));
+      expect(await after('terminated')).toEqual({ state: 'claimed' });
+    } finally {
+      await store.close();
+      await own.destroy();
+      errors.mockRestore();
+    }
+  });
+});

@@ -1,0 +1,112 @@
+import { afterAll, describe, expect, it } from '@jest/globals';
+import Database from 'better-sqlite3';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type IdempotencyStore, SqliteStore } from '../../lib/index.js';
+import { sampleRecord, storeContract } from '../support/store-contract.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'idem-sqlite-'));
+const opened: SqliteStore[] = [];
+afterAll(async () => {
+  await Promise.all(opened.map((s) => s.close()));
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function store(options: ConstructorParameters<typeof SqliteStore>[0]): SqliteStore {
+  const s = new SqliteStore(options);
+  opened.push(s);
+  return s;
+}
+
+storeContract('SqliteStore (file)', async () => {
+  const s = store({ filename: join(dir, 'contract.db') });
+  await s.open();
+  return s;
+});
+storeContract('SqliteStore (:memory:)', async () => store({ filename: ':memory:' }));
+storeContract('SqliteStore (the application database)', async () => store({ database: new Database(join(dir, 'app.db')) }));
+
+const claim = (owner: string, leaseMs = 1000) => ({ owner, fingerprint: 'fp', leaseMs });
+
+describe('SqliteStore', () => {
+  it('refuses bad options, naming them', () => {
+    expect(() => new SqliteStore({})).toThrow(
+      'SqliteStore: give exactly one of filename (a database of its own) and database (yours)',
+    );
+    expect(() => new SqliteStore({ filename: 'a', database: new Database(':memory:') })).toThrow('give exactly one of filename');
+    expect(() => new SqliteStore({ filename: 'a', tableName: 'x; DROP' })).toThrow(
+      'SqliteStore: tableName must be an SQL identifier: a letter or _, then letters, digits or _, at most 63 in all',
+    );
+    expect(() => new SqliteStore({ filename: 'a', tableNme: 'x' } as never)).toThrow(
+      'SqliteStore: unknown option "tableNme" (did you mean tableName?)',
+    );
+    expect(() => new SqliteStore({ filename: 'a', sweepIntervalMs: -1 })).toThrow(
+      'sweepIntervalMs must be an integer from 0 to 2147483647',
+    );
+    expect(() => new SqliteStore(null as never)).toThrow('SqliteStore: options must be an object');
+  });
+
+  it('opens its file in WAL mode with a busy timeout, and creates the table and index', async () => {
+    const s = store({ filename: join(dir, 'wal.db'), busyTimeoutMs: 250 });
+    await s.open();
+    const db = new Database(join(dir, 'wal.db'));
+    expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
+    const names = (
+      db.prepare("SELECT name FROM sqlite_master WHERE tbl_name = 'idempotency_records'").all() as { name: string }[]
+    ).map((r) => r.name);
+    expect(names).toEqual(expect.arrayContaining(['idempotency_records', 'idempotency_records_expires_at']));
+    db.close();
+  });
+
+  it('with createSchema: false creates nothing; the schemaSql() it shows is what it needs', async () => {
+    const database = new Database(':memory:');
+    const s = store({ database, createSchema: false, tableName: 'idem_keys' });
+    await expect(s.claim('k', claim('a'))).rejects.toThrow(/no such table: idem_keys/);
+    database.exec(s.schemaSql());
+    expect(await s.claim('k', claim('a'))).toEqual({ state: 'claimed' });
+  });
+
+  it('uses its clock for leases and records, and the sweep deletes expired rows only', async () => {
+    let now = 1_000_000;
+    const database = new Database(':memory:');
+    const s = store({ database, now: () => now, sweepIntervalMs: 0 });
+    expect(await s.claim('lease', claim('a', 100))).toEqual({ state: 'claimed' });
+    expect(await s.claim('kept', claim('b', 100))).toEqual({ state: 'claimed' });
+    expect(await s.commit('kept', 'b', sampleRecord('fp'), 10_000)).toBe(true);
+    now += 99;
+    expect((await s.claim('lease', claim('c'))).state).toBe('in-flight');
+    now += 1;
+    expect(await s.renew('lease', 'a', 100)).toBe(false); // its lease ended: no longer its claim
+    expect(await s.sweep()).toBe(1);
+    const rows = database.prepare('SELECT key FROM idempotency_records ORDER BY key').all();
+    expect(rows).toEqual([{ key: 'kept' }]);
+    expect(await s.claim('lease', claim('c'))).toEqual({ state: 'claimed' });
+    now += 10_000;
+    expect(await s.sweep()).toBe(2);
+  });
+
+  it('sweeps in batches of 1000', async () => {
+    let now = 0;
+    const database = new Database(':memory:');
+    const s: IdempotencyStore & { sweep(): Promise<number> } = store({ database, now: () => now, sweepIntervalMs: 0 });
+    for (let i = 0; i < 2500; i++) await s.claim(`k${i}`, claim('a', 10));
+    now = 100;
+    expect(await s.sweep()).toBe(2500);
+  });
+
+  it('never closes a database it was given; closes its own', async () => {
+    const database = new Database(':memory:');
+    const given = new SqliteStore({ database });
+    await given.open();
+    await given.close();
+    expect(database.open).toBe(true);
+    const own = new SqliteStore({ filename: join(dir, 'own.db') });
+    await own.claim('k', claim('a'));
+    await own.close();
+    await own.close();
+    // Reopened on the next use.
+    expect((await own.claim('k', claim('b'))).state).toBe('in-flight');
+    await own.close();
+  });
+});
