@@ -1,10 +1,12 @@
 import autocannon from 'autocannon';
 import { type ChildProcess, execFileSync, fork, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { cpus } from 'node:os';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { requestFingerprint } from '../lib/utils/fingerprint.util.js';
+import { PostgresServer } from '../test/support/postgres-server.js';
 import { fingerprintCost, heapPerRecord, median, storeOpsPerSecond } from './micro.js';
 
 /**
@@ -15,7 +17,7 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const DURATION_S = Number(process.env.BENCH_DURATION ?? 8);
 const CONNECTIONS = 50;
 // `noop` is the floor under any interceptor: Nest's interceptor pipeline with one that does nothing.
-const VARIANTS = ['bare', 'noop', 'memory', 'redis'] as const;
+const VARIANTS = ['bare', 'noop', 'memory', 'sqlite', 'redis', 'postgres'] as const;
 type Variant = (typeof VARIANTS)[number];
 const WORKLOADS = ['first', 'replay'] as const;
 type Workload = (typeof WORKLOADS)[number];
@@ -57,10 +59,18 @@ async function startRedis(): Promise<number> {
   throw new Error('redis-server did not start');
 }
 
-async function startServer(variant: Variant, redisPort: number): Promise<string> {
+async function startServer(variant: Variant, redisPort: number, pgUrl: string, dir: string): Promise<string> {
   const port = await freePort();
   const child = fork(new URL('./server.js', import.meta.url), [], {
-    env: { ...process.env, NODE_ENV: 'bench', VARIANT: variant, PORT: String(port), REDIS_URL: `redis://127.0.0.1:${redisPort}` },
+    env: {
+      ...process.env,
+      NODE_ENV: 'bench',
+      VARIANT: variant,
+      PORT: String(port),
+      REDIS_URL: `redis://127.0.0.1:${redisPort}`,
+      PG_URL: pgUrl,
+      SQLITE_FILE: join(dir, 'bench.db'),
+    },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   children.push(child);
@@ -71,8 +81,8 @@ async function startServer(variant: Variant, redisPort: number): Promise<string>
   return `http://127.0.0.1:${port}`;
 }
 
-async function stats(base: string): Promise<{ runs: number; cpuMicros: number }> {
-  return (await fetch(`${base}/stats`)).json() as Promise<{ runs: number; cpuMicros: number }>;
+async function stats(base: string): Promise<{ runs: number; cpuMicros: number; queries: number }> {
+  return (await fetch(`${base}/stats`)).json() as Promise<{ runs: number; cpuMicros: number; queries: number }>;
 }
 
 const BODY = '{"amount":1000,"currency":"EUR"}';
@@ -109,8 +119,10 @@ interface Cell {
 async function main(): Promise<void> {
   const started = Date.now();
   const redisPort = await startRedis();
+  const postgres = await PostgresServer.start({ ownServer: true });
+  const dir = mkdtempSync(join(tmpdir(), 'idem-bench-'));
   const bases = {} as Record<Variant, string>;
-  for (const v of VARIANTS) bases[v] = await startServer(v, redisPort);
+  for (const v of VARIANTS) bases[v] = await startServer(v, redisPort, postgres.url, dir);
   const replayKey = `replay-${randomUUID()}`;
   for (const v of VARIANTS) {
     // Prime the replay key, and warm up each server (JIT, connections, script cache).
@@ -158,8 +170,14 @@ async function main(): Promise<void> {
 
   // Redis commands per request kind, counted by the server (CONFIG RESETSTAT, then fixed counts).
   const budget = await redisBudget(bases.redis, redisPort);
+  const pgTrips = await postgresRoundTrips(bases.postgres, postgres);
   const micro = { heapPerRecord: await heapPerRecord(), ops: await storeOpsPerSecond(), fingerprint: fingerprintCost() };
   stopAll();
+  await postgres.destroy();
+  rmSync(dir, { recursive: true, force: true });
+  process.stdout.write(
+    `PostgresStore round trips per request (counted by the server's pool; target 2 / 1 / 1): first ${pgTrips.first}, replay ${pgTrips.replay}, conflict ${pgTrips.conflict}\n`,
+  );
 
   const table = report(cells, budget, micro, correctness);
   process.stdout.write(`${table}\n`);
@@ -168,7 +186,11 @@ async function main(): Promise<void> {
   const file = `bench/results/bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`;
   writeFileSync(
     file,
-    JSON.stringify({ machine: machine(), seconds: (Date.now() - started) / 1000, cells, budget, micro, correctness }, null, 2),
+    JSON.stringify(
+      { machine: machine(), seconds: (Date.now() - started) / 1000, cells, budget, pgTrips, micro, correctness },
+      null,
+      2,
+    ),
   );
   process.stdout.write(`raw results: ${file}\n`);
 }
@@ -207,6 +229,39 @@ async function redisBudget(
       if (r.status !== 409) throw new Error(`expected 409, got ${r.status}`);
       await r.arrayBuffer();
     }
+  });
+  return { first, replay, conflict };
+}
+
+/** Statements the PostgresStore's pool ran per request kind: each is one round trip. */
+async function postgresRoundTrips(
+  base: string,
+  server: PostgresServer,
+): Promise<Record<'first' | 'replay' | 'conflict', number>> {
+  const N = 200;
+  const per = async (fn: () => Promise<void>) => {
+    const before = (await stats(base)).queries;
+    await fn();
+    return ((await stats(base)).queries - before) / N;
+  };
+  const post = (key: string) => fetch(`${base}/tx`, { method: 'POST', headers: headers(key), body: BODY }).then((r) => r.status);
+  const keys = Array.from({ length: N }, () => `trips-${randomUUID()}`);
+  const first = await per(async () => {
+    for (const k of keys) await post(k);
+  });
+  const replay = await per(async () => {
+    for (const k of keys) await post(k);
+  });
+  // A conflict: the key is held in flight by "another pod" (a claim row written straight in).
+  const held = `held-${randomUUID()}`;
+  const fingerprint = requestFingerprint('POST', '/tx', JSON.parse(BODY), 'IdempotentController.create');
+  await server.query(
+    `INSERT INTO idempotency_records (key, fingerprint, state, owner, expires_at)
+     VALUES ($1, $2, 0, 'another pod', clock_timestamp() + interval '1 minute')`,
+    [`idem:%:${held}`, fingerprint],
+  );
+  const conflict = await per(async () => {
+    for (let i = 0; i < N; i++) if ((await post(held)) !== 409) throw new Error('expected 409');
   });
   return { first, replay, conflict };
 }

@@ -11,21 +11,33 @@ import {
   UseInterceptors,
 } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { IdempotencyModule, Idempotent, InMemoryCache, RedisCache, RedisCacheOptions } from '../lib/index.js';
+import pg from 'pg';
+import {
+  type IdempotencyStore,
+  IdempotencyModule,
+  Idempotent,
+  InMemoryCache,
+  PostgresStore,
+  RedisCache,
+  RedisCacheOptions,
+  SqliteStore,
+} from '../lib/index.js';
 
 /**
- * One benchmark variant in a process of its own: VARIANT = bare | noop | memory | redis, PORT, REDIS_URL.
- * The same trivial handler in each; GET /stats reports handler runs and the process's CPU time.
+ * One benchmark variant in a process of its own: VARIANT = bare | noop | memory | redis | postgres | sqlite,
+ * PORT, REDIS_URL, PG_URL, SQLITE_FILE. The same trivial handler in each; GET /stats reports handler runs,
+ * the process's CPU time and, for postgres, the statements its pool ran (one round trip each).
  */
 const variant = process.env.VARIANT ?? 'bare';
 let runs = 0;
+let queries = 0;
 
 @Controller()
 class StatsController {
   @Get('stats')
   stats() {
     const cpu = process.cpuUsage();
-    return { runs, cpuMicros: cpu.user + cpu.system };
+    return { runs, cpuMicros: cpu.user + cpu.system, queries };
   }
 }
 
@@ -74,11 +86,25 @@ function controller() {
 
 function imports() {
   if (variant === 'bare' || variant === 'noop') return [];
-  const cache =
-    variant === 'redis'
-      ? new RedisCache(RedisCacheOptions.create().withUrl(process.env.REDIS_URL!))
-      : new InMemoryCache({ maxEntries: 1_000_000 });
-  return [IdempotencyModule.forRoot({ cache })];
+  return [IdempotencyModule.forRoot({ cache: store() })];
+}
+
+function store(): IdempotencyStore {
+  if (variant === 'redis') return new RedisCache(RedisCacheOptions.create().withUrl(process.env.REDIS_URL!));
+  if (variant === 'sqlite') return new SqliteStore({ filename: process.env.SQLITE_FILE! });
+  if (variant === 'postgres') {
+    const pool = new pg.Pool({ connectionString: process.env.PG_URL, max: 4 });
+    const query = pool.query.bind(pool) as (config: object) => Promise<never>;
+    // Counted here, where each call is one round trip to the server.
+    const counted = Object.assign(Object.create(pool) as pg.Pool, {
+      query: (config: object) => {
+        queries++;
+        return query(config);
+      },
+    });
+    return new PostgresStore({ pool: counted });
+  }
+  return new InMemoryCache({ maxEntries: 1_000_000 });
 }
 
 @Module({ imports: imports(), controllers: [StatsController, controller()] })

@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Answer, pay, Pod, pooled } from '../support/pod.js';
+import { PostgresServer, postgresAvailable } from '../support/postgres-server.js';
 import { RedisServer, redisAvailable } from '../support/redis-server.js';
 import { built } from '../support/build.js';
 
@@ -100,6 +101,39 @@ describe('load on the sample payments API', () => {
       await pod.kill();
     }
   }, 120_000);
+
+  it('SQLite store, two processes on one file (records beside the payments)', async () => {
+    const database = join(dir, 'sqlite.db');
+    const pods = [
+      await Pod.start({ database, store: 'sqlite', providerLatencyMs: PROVIDER_LATENCY_MS }),
+      await Pod.start({ database, store: 'sqlite', providerLatencyMs: PROVIDER_LATENCY_MS, adapter: 'fastify' }),
+    ];
+    try {
+      await runLoad(pods, database, 'sqlite');
+    } finally {
+      await Promise.all(pods.map((p) => p.kill()));
+    }
+  }, 120_000);
+
+  (postgresAvailable('load suite (PostgreSQL)') ? it : it.skip)(
+    'PostgreSQL store, two processes',
+    async () => {
+      const server = await PostgresServer.start();
+      const postgresUrl = await server.createDatabase(`load_${process.pid}`);
+      const database = join(dir, 'postgres.db');
+      const pods = [
+        await Pod.start({ database, store: 'postgres', postgresUrl, providerLatencyMs: PROVIDER_LATENCY_MS }),
+        await Pod.start({ database, store: 'postgres', postgresUrl, providerLatencyMs: PROVIDER_LATENCY_MS, adapter: 'fastify' }),
+      ];
+      try {
+        await runLoad(pods, database, 'postgres');
+      } finally {
+        await Promise.all(pods.map((p) => p.kill()));
+        await server.destroy();
+      }
+    },
+    120_000,
+  );
 
   (redisAvailable('load suite (Redis)') ? it : it.skip)(
     'Redis store, two processes',

@@ -22,5 +22,6 @@ import '../unit/redis-cache.options.spec.js';
 import '../unit/in-memory.cache.spec.js';
 import '../unit/in-memory-contract.spec.js';
 import '../redis/redis-cache.redis.spec.js';
+import '../unit/sql.sweeper.spec.js';
 import '../sqlite/sqlite-store.sqlite.spec.js';
 import '../postgres/postgres-store.postgres.spec.js';
