@@ -17,6 +17,7 @@ import {
 } from './postgres-store.options.js';
 import { postgresSchemaSql, type PostgresNames } from './postgres.schema.js';
 import { DEFAULT_SWEEP_INTERVAL_MS, DEFAULT_TABLE_NAME, SWEEP_BATCH, SWEEP_BATCHES } from './sql-store.options.js';
+import { LazyConnection } from './lazy.connection.js';
 import { SqlSweeper } from './sql.sweeper.js';
 import { decodeRecord, encodeRecord } from './store-value.codec.js';
 
@@ -52,7 +53,7 @@ export class PostgresStore implements IdempotencyStore {
   private readonly names: PostgresNames;
   private readonly timeoutMs: number;
   private readonly sweeper: SqlSweeper;
-  private ready: Promise<PostgresPoolLike> | undefined;
+  private readonly connection = new LazyConnection(() => this.connect());
   private owned = false;
 
   constructor(private readonly options: PostgresStoreOptions) {
@@ -131,8 +132,7 @@ export class PostgresStore implements IdempotencyStore {
   /** Stops the sweep; closes the pool only when this store created it. */
   async close(): Promise<void> {
     this.sweeper.stop();
-    const ready = this.ready;
-    this.ready = undefined;
+    const ready = this.connection.take();
     if (!this.owned || !ready) return;
     const pool = await ready.catch(() => undefined);
     await pool?.end();
@@ -171,13 +171,9 @@ export class PostgresStore implements IdempotencyStore {
     return (await pool.query({ text, values, query_timeout: this.timeoutMs })).rows;
   }
 
-  /** The pool, connected and with its schema; a failed attempt is forgotten, so the next call retries. */
+  /** The pool, connected and with its schema. */
   private pool(): Promise<PostgresPoolLike> {
-    this.ready ??= this.connect().catch((err: unknown) => {
-      this.ready = undefined;
-      throw err;
-    });
-    return this.ready;
+    return this.connection.get();
   }
 
   private async connect(): Promise<PostgresPoolLike> {

@@ -9,6 +9,7 @@ import type {
 } from '../interfaces/idempotency-store.interface.js';
 import { fail, integerIn, refuseUnknownKeys } from '../options/option.validators.js';
 import { DEFAULT_SWEEP_INTERVAL_MS, DEFAULT_TABLE_NAME, SWEEP_BATCH, SWEEP_BATCHES } from './sql-store.options.js';
+import { LazyConnection } from './lazy.connection.js';
 import { SqlSweeper } from './sql.sweeper.js';
 import {
   DEFAULT_BUSY_TIMEOUT_MS,
@@ -30,8 +31,6 @@ interface HeldRow {
 }
 
 interface Statements {
-  takeOrInsert: SqliteStatementLike;
-  live: SqliteStatementLike;
   commit: SqliteStatementLike;
   release: SqliteStatementLike;
   renew: SqliteStatementLike;
@@ -50,7 +49,7 @@ export class SqliteStore implements IdempotencyStore {
   private readonly busyTimeoutMs: number;
   private readonly now: () => number;
   private readonly sweeper: SqlSweeper;
-  private ready: Promise<Statements> | undefined;
+  private readonly connection = new LazyConnection(() => this.prepare());
   private db: SqliteDatabaseLike | undefined;
 
   constructor(private readonly options: SqliteStoreOptions) {
@@ -113,8 +112,7 @@ export class SqliteStore implements IdempotencyStore {
   /** Stops the sweep; closes the database only when this store opened it. */
   async close(): Promise<void> {
     this.sweeper.stop();
-    const ready = this.ready;
-    this.ready = undefined;
+    const ready = this.connection.take();
     if (!ready || this.options.database) return;
     await ready.catch(() => undefined);
     this.db?.close();
@@ -122,11 +120,7 @@ export class SqliteStore implements IdempotencyStore {
   }
 
   private statements(): Promise<Statements> {
-    this.ready ??= this.prepare().catch((err: unknown) => {
-      this.ready = undefined;
-      throw err;
-    });
-    return this.ready;
+    return this.connection.get();
   }
 
   private async prepare(): Promise<Statements> {
@@ -151,8 +145,6 @@ export class SqliteStore implements IdempotencyStore {
     const mine = `key = ? AND owner = ? AND state = 0 AND expires_at > ?`;
     this.sweeper.start();
     return {
-      takeOrInsert,
-      live,
       commit: db.prepare(`UPDATE ${t} SET state = 1, owner = NULL, record = ?, expires_at = ? WHERE ${mine}`),
       release: db.prepare(`DELETE FROM ${t} WHERE ${mine}`),
       renew: db.prepare(`UPDATE ${t} SET expires_at = ? WHERE ${mine}`),

@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { track } from './processes.js';
-import { freePort } from './redis-server.js';
+import { freePort } from './ports.js';
 import { sleep } from './timing.js';
 
 export interface PodOptions {

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { track } from './processes.js';
-import { freePort } from './redis-server.js';
+import { freePort, startRetried } from './ports.js';
 import { sleep } from './timing.js';
 
 // A throwaway PostgreSQL server for the tests, like the Redis one: initdb into a temporary folder,
@@ -77,19 +77,12 @@ export class PostgresServer {
         ...user,
       },
     );
-    let lastError: unknown;
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const server = new PostgresServer(await freePort(), dir);
-      try {
-        await server.resume();
-        return server;
-      } catch (error) {
-        lastError = error;
-        await server.stop();
-      }
+    try {
+      return await startRetried(async () => new PostgresServer(await freePort(), dir));
+    } catch (error) {
+      rmSync(dir, { recursive: true, force: true });
+      throw error;
     }
-    rmSync(dir, { recursive: true, force: true });
-    throw lastError;
   }
 
   /** (Re)starts the server on the same port and data folder. */

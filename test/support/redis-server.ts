@@ -1,22 +1,10 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort, startRetried } from './ports.js';
 import { track } from './processes.js';
 import { sleep } from './timing.js';
-
-/** A free TCP port on 127.0.0.1 (bound once, then released); 0 lets the kernel choose. */
-export function freePort(wanted = 0): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(wanted, '127.0.0.1', () => {
-      const address = srv.address();
-      srv.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
-    });
-  });
-}
 
 /**
  * A port P with P and P + 10000 (the cluster bus port) both free, below the kernel's ephemeral range
@@ -103,18 +91,9 @@ export class RedisServer {
     if (process.env.REDIS_URL && !options.ownServer) {
       return new RedisServer(Number(new URL(process.env.REDIS_URL).port || 6379), true, []);
     }
-    let lastError: unknown;
-    for (let attempt = 0; attempt < 5; attempt++) {
-      const server = new RedisServer(options.cluster ? await freeClusterPort() : await freePort(), false, extraArgs);
-      try {
-        await server.resume();
-        return server;
-      } catch (error) {
-        lastError = error;
-        await server.stop();
-      }
-    }
-    throw lastError;
+    return startRetried(
+      async () => new RedisServer(options.cluster ? await freeClusterPort() : await freePort(), false, extraArgs),
+    );
   }
 
   /** (Re)starts the process on the same port. */
