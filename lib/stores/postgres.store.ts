@@ -52,6 +52,7 @@ export class PostgresStore implements IdempotencyStore {
   private readonly logger = new Logger('PostgresStore');
   private readonly names: PostgresNames;
   private readonly timeoutMs: number;
+  private readonly poolSize: number;
   private readonly sweeper: SqlSweeper;
   private readonly connection = new LazyConnection(() => this.connect());
   private owned = false;
@@ -78,7 +79,7 @@ export class PostgresStore implements IdempotencyStore {
       1,
       MAX_TIMER_MS,
     );
-    integerIn(where, 'poolSize', options.poolSize, DEFAULT_POOL_SIZE, 1, 1000);
+    this.poolSize = integerIn(where, 'poolSize', options.poolSize, DEFAULT_POOL_SIZE, 1, 1000);
     const interval = integerIn(where, 'sweepIntervalMs', options.sweepIntervalMs, DEFAULT_SWEEP_INTERVAL_MS, 0, MAX_TIMER_MS);
     this.sweeper = new SqlSweeper(interval, () => this.sweep(), this.logger);
   }
@@ -188,7 +189,7 @@ export class PostgresStore implements IdempotencyStore {
     const pg = (await import('pg')) as unknown as { default: { Pool: new (config: object) => PostgresPoolLike } };
     const pool = new pg.default.Pool({
       connectionString: this.options.connectionString,
-      max: this.options.poolSize ?? DEFAULT_POOL_SIZE,
+      max: this.poolSize,
       statement_timeout: this.timeoutMs,
       connectionTimeoutMillis: this.timeoutMs,
       idleTimeoutMillis: 30_000,
