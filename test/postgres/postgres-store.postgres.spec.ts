@@ -183,6 +183,23 @@ describePg('PostgresStore', () => {
     expect(rows[0].relpersistence).toBe('p'); // LOGGED
   });
 
+  it('a schema it cannot create fails open() after three attempts, naming the reason', async () => {
+    const url = await database();
+    const admin = pool(url);
+    await admin.query('DROP ROLE IF EXISTS weak; CREATE ROLE weak LOGIN');
+    // Since PostgreSQL 15 only the owner may create in "public": the new role cannot.
+    const weakUrl = new URL(url);
+    weakUrl.username = 'weak';
+    const store = new PostgresStore({ connectionString: weakUrl.toString(), sweepIntervalMs: 0 });
+    stores.push(store);
+    await expect(store.open()).rejects.toThrow(
+      /^PostgresStore: the schema could not be created: permission denied for schema public/,
+    );
+    await admin.query(`GRANT CREATE ON SCHEMA public TO weak`);
+    await store.open(); // a failed attempt is forgotten: the next one succeeds
+    expect(await store.claim('k', claim('a'))).toEqual({ state: 'claimed' });
+  });
+
   it('bounds each statement: a claim stuck behind a lock fails after statementTimeoutMs', async () => {
     const url = await database();
     const store = new PostgresStore({ connectionString: url, statementTimeoutMs: 300, sweepIntervalMs: 0 });

@@ -138,6 +138,17 @@ describe('IdempotencyModule', () => {
     await expect(new IdempotencyModule().onApplicationShutdown()).resolves.toBeUndefined();
   });
 
+  it('opens the store when the module initialises, if it can be opened', async () => {
+    const { store, options } = createProtocol();
+    let opened = 0;
+    const openable = Object.assign(store, { open: async () => void opened++ });
+    await new IdempotencyModule({ ...options, store: openable }).onModuleInit();
+    expect(opened).toBe(1);
+    const bare = { claim: store.claim, commit: store.commit, release: store.release, renew: store.renew };
+    await expect(new IdempotencyModule({ ...options, store: bare }).onModuleInit()).resolves.toBeUndefined();
+    await expect(new IdempotencyModule().onModuleInit()).resolves.toBeUndefined();
+  });
+
   it('every registration without a cache gets a store of its own', async () => {
     const a = await optionsOf(IdempotencyModule.forRoot());
     const b = await optionsOf(IdempotencyModule.forRoot());
