@@ -56,6 +56,7 @@ export const STORE_ERRORS = {
   memoryFull: 'InMemoryCache is full: every entry is a claim in flight or kept by its prefix quota',
   redisTimeout: (ms: number) => `Redis command timed out after ${ms} ms`,
   redisForeign: 'RedisCache: the key holds a value that is not an idempotency record',
+  closed: 'the idempotency store is closed (the application is shutting down)',
   postgresSchema: (reason: string) => `PostgresStore: the schema could not be created: ${reason}`,
 } as const;
 
