@@ -77,3 +77,11 @@ export function identityOption(where: string, value: unknown): IdempotencyIdenti
   if (value !== undefined && typeof value !== 'function') fail(where, CONFIG_ERRORS.identity);
   return value as IdempotencyIdentity | undefined;
 }
+
+const SQL_IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+
+/** A name the SQL stores put in their statements (quoted): letters, digits and `_`, as PostgreSQL allows unquoted. */
+export function sqlIdentifier(where: string, name: string, value: unknown): string {
+  if (typeof value !== 'string' || !SQL_IDENTIFIER.test(value)) fail(where, CONFIG_ERRORS.identifier(name));
+  return value;
+}

@@ -7,7 +7,7 @@ import type {
   IdempotencyRecord,
   IdempotencyStore,
 } from '../interfaces/idempotency-store.interface.js';
-import { fail, integerIn, refuseUnknownKeys } from '../options/option.validators.js';
+import { fail, integerIn, refuseUnknownKeys, sqlIdentifier } from '../options/option.validators.js';
 import {
   DEFAULT_POOL_SIZE,
   DEFAULT_POSTGRES_SCHEMA,
@@ -31,7 +31,6 @@ const OPTION_KEYS = [
   'statementTimeoutMs',
   'poolSize',
 ] as const;
-const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 /** `state` of a row: a claim whose handler runs, or a record. */
 const PROCESSING = 0;
 
@@ -62,14 +61,8 @@ export class PostgresStore implements IdempotencyStore {
     if (options === null || typeof options !== 'object') fail(where, CONFIG_ERRORS.notAnObject);
     refuseUnknownKeys(where, options, OPTION_KEYS, undefined);
     if ((options.connectionString === undefined) === (options.pool === undefined)) fail(where, CONFIG_ERRORS.postgresTarget);
-    const schema = options.schema ?? DEFAULT_POSTGRES_SCHEMA;
-    const table = options.tableName ?? DEFAULT_TABLE_NAME;
-    for (const [name, value] of [
-      ['schema', schema],
-      ['tableName', table],
-    ] as const) {
-      if (typeof value !== 'string' || !IDENTIFIER.test(value)) fail(where, CONFIG_ERRORS.identifier(name));
-    }
+    const schema = sqlIdentifier(where, 'schema', options.schema ?? DEFAULT_POSTGRES_SCHEMA);
+    const table = sqlIdentifier(where, 'tableName', options.tableName ?? DEFAULT_TABLE_NAME);
     this.names = { schema, table };
     this.timeoutMs = integerIn(
       where,

@@ -7,7 +7,7 @@ import type {
   IdempotencyRecord,
   IdempotencyStore,
 } from '../interfaces/idempotency-store.interface.js';
-import { fail, integerIn, refuseUnknownKeys } from '../options/option.validators.js';
+import { fail, integerIn, refuseUnknownKeys, sqlIdentifier } from '../options/option.validators.js';
 import { DEFAULT_SWEEP_INTERVAL_MS, DEFAULT_TABLE_NAME, SWEEP_BATCH, SWEEP_BATCHES } from './sql-store.options.js';
 import { LazyConnection } from './lazy.connection.js';
 import { SqlSweeper } from './sql.sweeper.js';
@@ -21,7 +21,6 @@ import { sqliteSchemaSql } from './sqlite.schema.js';
 import { decodeRecord, encodeRecord } from './store-value.codec.js';
 
 const OPTION_KEYS = ['filename', 'database', 'tableName', 'createSchema', 'sweepIntervalMs', 'busyTimeoutMs', 'now'] as const;
-const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 const PROCESSING = 0;
 
 interface HeldRow {
@@ -57,9 +56,7 @@ export class SqliteStore implements IdempotencyStore {
     if (options === null || typeof options !== 'object') fail(where, CONFIG_ERRORS.notAnObject);
     refuseUnknownKeys(where, options, OPTION_KEYS, undefined);
     if ((options.filename === undefined) === (options.database === undefined)) fail(where, CONFIG_ERRORS.sqliteTarget);
-    const table = options.tableName ?? DEFAULT_TABLE_NAME;
-    if (typeof table !== 'string' || !IDENTIFIER.test(table)) fail(where, CONFIG_ERRORS.identifier('tableName'));
-    this.table = table;
+    this.table = sqlIdentifier(where, 'tableName', options.tableName ?? DEFAULT_TABLE_NAME);
     this.busyTimeoutMs = integerIn(where, 'busyTimeoutMs', options.busyTimeoutMs, DEFAULT_BUSY_TIMEOUT_MS, 0, MAX_TIMER_MS);
     this.now = options.now ?? Date.now;
     const interval = integerIn(where, 'sweepIntervalMs', options.sweepIntervalMs, DEFAULT_SWEEP_INTERVAL_MS, 0, MAX_TIMER_MS);
