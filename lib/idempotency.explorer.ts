@@ -1,4 +1,4 @@
-import { Injectable, type OnModuleInit, RequestMethod } from '@nestjs/common';
+import { Injectable, type OnModuleInit, RequestMethod, StreamableFile } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import {
   NEST_METHOD_METADATA,
@@ -37,6 +37,11 @@ export class IdempotencyExplorer implements OnModuleInit {
         const where = `@Idempotent() on ${type.name}.${name}()`;
         this.refuseUnreplayable(where, type, name, handler);
         const route = this.routes.get(type, handler, where);
+        // A transactional response is committed before it is sent. Only a declared return type shows
+        // here (an async method's is Promise): a stream returned at run time is rolled back.
+        if (route.transactional && Reflect.getMetadata('design:returntype', prototype, name) === StreamableFile) {
+          throw new Error(`${where}: ${CONFIG_ERRORS.transactionalStreamType}`);
+        }
         await this.identities.prepare(route.identity);
       }
     }

@@ -1,47 +1,19 @@
-import {
-  type CallHandler,
-  type ExecutionContext,
-  Injectable,
-  Logger,
-  type NestInterceptor,
-  StreamableFile,
-} from '@nestjs/common';
+import { type CallHandler, type ExecutionContext, Injectable, Logger, type NestInterceptor } from '@nestjs/common';
 import { Observable } from 'rxjs';
-import { IdempotencyException } from './exceptions/idempotency.exception.js';
-import { IdempotentReplay } from './exceptions/idempotent-replay.exception.js';
 import type { HttpRequestLike } from './http/request.reader.js';
 import { recordResponse } from './http/response.recorder.js';
 import { currentHeaders, isFastifyReply, rawResponse } from './http/response.adapter.js';
-import { sendFinal } from './http/response.writer.js';
 import type { HeaderSnapshot } from './http/stored-headers.js';
 import { renderValue } from './http/value.renderer.js';
-import { IDEMPOTENCY_KEY_PROPERTY, REPLAYED_HEADER, SAFE_METHODS } from './idempotency.constants.js';
+import { answer, isStream } from './idempotency.answers.js';
+import { IDEMPOTENCY_KEY_PROPERTY, SAFE_METHODS } from './idempotency.constants.js';
 import { LOGS } from './idempotency.messages.js';
 import { IdempotencyService } from './idempotency.service.js';
 import type { ActiveClaim } from './interfaces/active-claim.interface.js';
 import type { StoredResponse } from './interfaces/stored-response.interface.js';
 import { LeaseRenewer } from './lease.renewer.js';
 import { RouteOptionsAccessor } from './route-options.accessor.js';
-
-function isStream(value: unknown): boolean {
-  return (
-    value instanceof StreamableFile ||
-    (typeof value === 'object' && value !== null && typeof (value as { pipe?: unknown }).pipe === 'function')
-  );
-}
-
-const REPLAYED = { [REPLAYED_HEADER]: 'true' };
-const JSON_TYPE = { 'content-type': 'application/json; charset=utf-8' };
-
-/** Writes the module's own answer (a replay or a 4xx/5xx) before any filter can choose another. */
-function answer(response: object, err: unknown): void {
-  if (err instanceof IdempotentReplay) {
-    sendFinal(response, err.response, REPLAYED);
-  } else if (err instanceof IdempotencyException) {
-    const body = Buffer.from(JSON.stringify({ error: err.reason }));
-    sendFinal(response, { status: err.getStatus(), headers: JSON_TYPE, body }, err.headers);
-  }
-}
+import { TransactionRunner } from './transaction.runner.js';
 
 /**
  * Applied by `@Idempotent()`. Runs after guards (so identity resolvers see `req.user`) and inside
@@ -59,6 +31,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     private readonly service: IdempotencyService,
     private readonly routes: RouteOptionsAccessor,
     private readonly leases: LeaseRenewer,
+    private readonly transactions: TransactionRunner,
   ) {}
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
@@ -78,7 +51,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     }
     if (!claim) return next.handle();
     request[IDEMPOTENCY_KEY_PROPERTY] = claim.key;
-    return this.run(claim, response, next);
+    return route.transactional ? this.transactions.run(claim, response, next) : this.run(claim, response, next);
   }
 
   private run(claim: ActiveClaim, response: object, next: CallHandler): Observable<unknown> {

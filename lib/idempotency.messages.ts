@@ -16,6 +16,11 @@ export const MESSAGES = {
     "request body is read by no body parser, so it cannot be checked against the key; register a parser for its media type (e.g. app.useBodyParser('text'))",
   unavailable: 'idempotency store unavailable; retry shortly',
   noScope: 'the caller scope of this request could not be resolved',
+  /** 409 on a transactional route whose fixed lease ran out: its writes were rolled back. */
+  transactionTimedOut: (header: string) =>
+    `the request ran past its transaction timeout and was rolled back; another request with this ${header} may be running, retry shortly`,
+  /** 503 on a transactional route whose transaction did not commit, or may not have. */
+  notCommitted: 'the request could not be committed; retry shortly with the same key',
   /** What `keyViolation` calls an identity scope in the two messages above. */
   scope: 'identity scope',
 } as const;
@@ -41,6 +46,15 @@ export const LOGS = {
   /** Reasons for {@link LOGS.detached}. */
   answeredOutside: 'a response was sent',
   abandoned: 'the request was abandoned (client gone, or an outer timeout or error)',
+  transactionLost: (route: string) =>
+    `${route}: the transactional handler finished after its transactionTimeoutMs lease; its transaction is rolled back, answering 409`,
+  transactionRolledBack: (route: string, reason: string) =>
+    `${route}: the transaction was rolled back, answering 503; the key is released: ${reason}`,
+  commitUnknown: (route: string, reason: string) =>
+    `${route}: COMMIT failed with an unknown outcome, answering 503; the key is kept until its lease ends (a retry then replays the record if it was committed, or runs again): ${reason}`,
+  beginFailed: (route: string, reason: string) => `${route}: the transaction could not be opened, answering 503: ${reason}`,
+  transactionalStream: (route: string) =>
+    `${route}: a transactional handler returned a stream, which cannot be recorded before COMMIT; its transaction is rolled back`,
   /** Logged by every store that finds a value under an idempotency key it did not write. */
   foreignValue: 'a value the idempotency layer did not write was under an idempotency key; it is replaced by a claim',
   perProcess:
@@ -58,6 +72,9 @@ export const STORE_ERRORS = {
   redisForeign: 'RedisCache: the key holds a value that is not an idempotency record',
   closed: 'the idempotency store is closed (the application is shutting down)',
   postgresSchema: (reason: string) => `PostgresStore: the schema could not be created: ${reason}`,
+  noRows:
+    'the transactions executor returned neither rows nor a result with rows; pass clsTransactions() a query function that does',
+  noResponse: 'the response was not sent within the transaction timeout',
 } as const;
 
 /** Errors that stop the application at startup: a misconfiguration is never left for run time. */
@@ -81,6 +98,13 @@ export const CONFIG_ERRORS = {
     'GET, HEAD, OPTIONS and other safe methods change nothing and need no idempotency key; use it on POST, PUT, PATCH or DELETE',
   ownResponse:
     '@Res()/@Next() without { passthrough: true } leaves the response to the handler; use passthrough or return the body',
+  transactions: 'transactions must be an IdempotencyTransactions: an object with run(work), e.g. clsTransactions(txHost)',
+  transactional: 'transactional must be true or false',
+  noTransactions:
+    'transactional: true needs the module option transactions, e.g. transactions: clsTransactions(txHost) (README: "Exactly-once with your database")',
+  transactionalStore:
+    "transactional: true needs a store that commits its record in your transaction: cache: new PostgresStore(...) on your application's database",
+  transactionalStreamType: 'transactional: true cannot return a StreamableFile: a stream cannot be recorded before COMMIT',
   maxEntries: (got: unknown) => `InMemoryCache: maxEntries must be a positive integer, got ${String(got)}`,
   quotas: 'InMemoryCache: prefixQuotas needs non-empty prefixes and non-negative integer quotas',
   quotasTooLarge: (reserved: number, maxEntries: number) =>

@@ -25,6 +25,7 @@ import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.i
 import { LeaseRenewer } from './lease.renewer.js';
 import { resolveModuleOptions } from './options/module-options.resolver.js';
 import { RouteOptionsAccessor } from './route-options.accessor.js';
+import { TransactionRunner } from './transaction.runner.js';
 import { InMemoryCache } from './stores/in-memory.cache.js';
 
 /** The options as the user gave them; resolved (and validated) when the application starts. */
@@ -48,6 +49,7 @@ const PROVIDERS = [
   RouteOptionsAccessor,
   IdentityResolverLoader,
   LeaseRenewer,
+  TransactionRunner,
   IdempotencyExplorer,
   IdempotencyInterceptor,
   IdempotencyExceptionFilter,
@@ -59,6 +61,7 @@ const EXPORTS = [
   IdempotencyService,
   RouteOptionsAccessor,
   LeaseRenewer,
+  TransactionRunner,
   IdempotencyInterceptor,
   IdempotencyExceptionFilter,
 ];

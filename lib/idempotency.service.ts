@@ -39,7 +39,7 @@ export class IdempotencyService {
     context: ExecutionContext,
     route: ResolvedRouteOptions,
   ): Promise<ActiveClaim | undefined> {
-    const { headerName, maxKeyLength, keyPrefix, store, leaseMs } = this.options;
+    const { headerName, maxKeyLength, keyPrefix, store } = this.options;
     const header = request.headers[headerName];
     const key = typeof header === 'string' ? header : header?.join(', ');
     if (key !== undefined && key.length > maxKeyLength) {
@@ -69,11 +69,12 @@ export class IdempotencyService {
       fingerprint,
       ttlMs: route.ttlMs,
       route: route.id,
+      leaseMs: route.leaseMs,
       claimedAt: Date.now(),
     };
     let outcome;
     try {
-      outcome = await store.claim(claim.cacheKey, { owner: claim.owner, fingerprint, leaseMs });
+      outcome = await store.claim(claim.cacheKey, { owner: claim.owner, fingerprint, leaseMs: route.leaseMs });
     } catch (err) {
       // Fail closed: without the store there is no telling whether this key already ran.
       this.logger.error(LOGS.claimFailed(route.id, (err as Error).message));
@@ -136,10 +137,10 @@ export class IdempotencyService {
    * retried with a doubling pause until it is answered or the lease would have run out anyway.
    */
   private abandon(claim: ActiveClaim): void {
-    const { store, leaseMs } = this.options;
+    const { store } = this.options;
     const attempt = (pause: number): void => {
       store.release(claim.cacheKey, claim.owner).catch(() => {
-        if (Date.now() + pause - claim.claimedAt > leaseMs) return;
+        if (Date.now() + pause - claim.claimedAt > claim.leaseMs) return;
         setTimeout(attempt, pause, pause * 2).unref();
       });
     };

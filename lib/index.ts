@@ -32,6 +32,7 @@ export {
   DEFAULT_MAX_KEY_LENGTH,
   DEFAULT_MAX_SCOPE_LENGTH,
   DEFAULT_TTL_MS,
+  DEFAULT_TRANSACTION_TIMEOUT_MS,
 } from './idempotency.constants.js';
 
 // Store contract and records, for store authors
@@ -42,6 +43,7 @@ export type {
   IdempotencyStore,
 } from './interfaces/idempotency-store.interface.js';
 export type { StoredResponse } from './interfaces/stored-response.interface.js';
+export type { IdempotencyTransactions, SqlExecutor } from './interfaces/idempotency-transactions.interface.js';
 export type { ActiveClaim } from './interfaces/active-claim.interface.js';
 
 // Stores
@@ -55,3 +57,7 @@ export type { PostgresStoreOptions, PostgresPoolLike } from './stores/postgres-s
 export { SqliteStore } from './stores/sqlite.store.js';
 export type { SqliteStoreOptions, SqliteDatabaseLike, SqliteStatementLike } from './stores/sqlite-store.options.js';
 export type { SqlStoreOptions } from './stores/sql-store.options.js';
+
+// Exactly-once with the application's own transaction
+export { clsTransactions } from './transactions/cls.transactions.js';
+export type { TransactionHostLike, TransactionQuery } from './transactions/cls.transactions.js';

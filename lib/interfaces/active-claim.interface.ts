@@ -11,6 +11,8 @@ export interface ActiveClaim {
   readonly ttlMs: number;
   /** The handler (`Controller.method`), for log lines. */
   readonly route: string;
+  /** How long the claim lives unless renewed, in ms. */
+  readonly leaseMs: number;
   /** When the key was claimed (epoch ms): renewal stops `maxHoldMs` after it. */
   readonly claimedAt: number;
 }

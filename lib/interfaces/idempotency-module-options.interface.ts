@@ -1,5 +1,6 @@
 import type { FactoryProvider, ModuleMetadata, Provider, Type } from '@nestjs/common';
 import type { IdempotencyStore } from './idempotency-store.interface.js';
+import type { IdempotencyTransactions } from './idempotency-transactions.interface.js';
 import type { MissingHeaderPolicy } from './idempotent-options.interface.js';
 import type { IdempotencyIdentity } from './identity-resolver.interface.js';
 
@@ -35,6 +36,17 @@ export interface IdempotencyModuleOptions {
   missingHeader?: MissingHeaderPolicy;
   /** Caller scope folded into every key. Default: none (callers sharing a key share its response). */
   identity?: IdempotencyIdentity;
+  /**
+   * How `@Idempotent({ transactional: true })` routes open their database transaction, e.g.
+   * `clsTransactions(txHost)`. Needed by those routes only; they also need `cache: new PostgresStore(...)`.
+   */
+  transactions?: IdempotencyTransactions;
+  /**
+   * The fixed lease of a transactional route, in ms: the longest its handler and transaction may take.
+   * Never renewed (a renewal would break a REPEATABLE READ or SERIALIZABLE transaction); past it the
+   * transaction rolls back and the client gets 409. Default 30 000; from 3 to 2 147 483 647.
+   */
+  transactionTimeoutMs?: number;
 }
 
 /** `forRoot()` argument: the options plus how the module is registered. */

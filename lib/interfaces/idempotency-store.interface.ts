@@ -1,3 +1,4 @@
+import type { SqlExecutor } from './idempotency-transactions.interface.js';
 import type { StoredResponse } from './stored-response.interface.js';
 
 /** What a completed request leaves in the store. */
@@ -47,6 +48,12 @@ export interface IdempotencyStore {
   release(key: string, owner: string): Promise<boolean>;
   /** Extends the caller's claim to `leaseMs` from now. */
   renew(key: string, owner: string, leaseMs: number): Promise<boolean>;
+  /**
+   * {@link commit}, as a statement on `sql`: the connection of the caller's own transaction, so the
+   * record commits with the handler's writes or not at all. Only stores with it serve
+   * `transactional: true` routes (PostgresStore).
+   */
+  completeIn?(sql: SqlExecutor, key: string, owner: string, record: IdempotencyRecord, ttlMs: number): Promise<boolean>;
   /**
    * Prepares what the store needs (a connection, its schema); called once when the module initialises.
    * A rejection fails the application's start. Without it, a store prepares itself on first use.

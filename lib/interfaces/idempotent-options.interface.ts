@@ -8,6 +8,12 @@ export interface IdempotentOptions {
   identity?: IdempotencyIdentity;
   /** What to do when this route's request has no key. */
   missingHeader?: MissingHeaderPolicy;
+  /**
+   * Exactly-once with your database: the handler runs inside one transaction of the module's
+   * `transactions` port, and its idempotency record is committed as that transaction's last statement.
+   * Needs `PostgresStore`. Default `false`. See the README, "Exactly-once with your database".
+   */
+  transactional?: boolean;
 }
 
 /** `'reject'`: answer 400. `'pass-through'`: run the handler without deduplication, store nothing. */

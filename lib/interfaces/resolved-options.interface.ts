@@ -1,4 +1,5 @@
 import type { IdempotencyStore } from './idempotency-store.interface.js';
+import type { IdempotencyTransactions } from './idempotency-transactions.interface.js';
 import type { MissingHeaderPolicy } from './idempotent-options.interface.js';
 import type { IdempotencyIdentity } from './identity-resolver.interface.js';
 
@@ -19,6 +20,8 @@ export interface ResolvedIdempotencyOptions {
   readonly maxScopeLength: number;
   readonly missingHeader: MissingHeaderPolicy;
   readonly identity: IdempotencyIdentity | undefined;
+  readonly transactions: IdempotencyTransactions | undefined;
+  readonly transactionTimeoutMs: number;
 }
 
 /** The options one route runs with: the module's, overridden by its `@Idempotent()` options. */
@@ -28,4 +31,8 @@ export interface ResolvedRouteOptions {
   readonly ttlMs: number;
   readonly missingHeader: MissingHeaderPolicy;
   readonly identity: IdempotencyIdentity | undefined;
+  /** Whether the handler runs in the `transactions` port's transaction, its record committed inside it. */
+  readonly transactional: boolean;
+  /** The claim's lease: `leaseMs` (renewed), or `transactionTimeoutMs` (fixed) on a transactional route. */
+  readonly leaseMs: number;
 }

@@ -5,6 +5,7 @@ import {
   DEFAULT_MAX_HOLD_MS,
   DEFAULT_MAX_KEY_LENGTH,
   DEFAULT_MAX_SCOPE_LENGTH,
+  DEFAULT_TRANSACTION_TIMEOUT_MS,
   DEFAULT_TTL_MS,
   MAX_TIMER_MS,
   MAX_TTL_MS,
@@ -13,7 +14,14 @@ import { CONFIG_ERRORS } from '../idempotency.messages.js';
 import type { IdempotencyModuleOptions } from '../interfaces/idempotency-module-options.interface.js';
 import type { IdempotencyStore } from '../interfaces/idempotency-store.interface.js';
 import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
-import { fail, identityOption, integerIn, missingHeaderPolicy, refuseUnknownKeys } from './option.validators.js';
+import {
+  fail,
+  identityOption,
+  integerIn,
+  missingHeaderPolicy,
+  refuseUnknownKeys,
+  transactionsOption,
+} from './option.validators.js';
 
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const STORE_METHODS = ['claim', 'commit', 'release', 'renew'] as const;
@@ -29,6 +37,8 @@ const MODULE_KEYS = [
   'maxScopeLength',
   'missingHeader',
   'identity',
+  'transactions',
+  'transactionTimeoutMs',
 ] as const;
 
 /**
@@ -73,5 +83,14 @@ export function resolveModuleOptions(
     ),
     missingHeader: missingHeaderPolicy(where, options.missingHeader, 'reject'),
     identity: identityOption(where, options.identity),
+    transactions: transactionsOption(where, options.transactions),
+    transactionTimeoutMs: integerIn(
+      where,
+      'transactionTimeoutMs',
+      options.transactionTimeoutMs,
+      DEFAULT_TRANSACTION_TIMEOUT_MS,
+      3,
+      MAX_TIMER_MS,
+    ),
   };
 }

@@ -1,5 +1,6 @@
 import { CONFIG_ERRORS } from '../idempotency.messages.js';
 import type { MissingHeaderPolicy } from '../interfaces/idempotent-options.interface.js';
+import type { IdempotencyTransactions } from '../interfaces/idempotency-transactions.interface.js';
 import type { IdempotencyIdentity } from '../interfaces/identity-resolver.interface.js';
 
 /** Keys of forRoot()/forRootAsync() themselves: they decide how the module is registered. */
@@ -76,6 +77,14 @@ export function missingHeaderPolicy(where: string, value: unknown, fallback: Mis
 export function identityOption(where: string, value: unknown): IdempotencyIdentity | undefined {
   if (value !== undefined && typeof value !== 'function') fail(where, CONFIG_ERRORS.identity);
   return value as IdempotencyIdentity | undefined;
+}
+
+export function transactionsOption(where: string, value: unknown): IdempotencyTransactions | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'object' || value === null || typeof (value as Record<string, unknown>).run !== 'function') {
+    fail(where, CONFIG_ERRORS.transactions);
+  }
+  return value as IdempotencyTransactions;
 }
 
 const SQL_IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;

@@ -4,7 +4,7 @@ import type { IdempotentOptions } from '../interfaces/idempotent-options.interfa
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from '../interfaces/resolved-options.interface.js';
 import { fail, identityOption, integerIn, missingHeaderPolicy, refuseUnknownKeys } from './option.validators.js';
 
-const ROUTE_KEYS = ['ttlMs', 'identity', 'missingHeader'] as const;
+const ROUTE_KEYS = ['ttlMs', 'identity', 'missingHeader', 'transactional'] as const;
 
 /** Validates `@Idempotent()` options against the module's; `where` names the handler in errors. */
 export function resolveRouteOptions(
@@ -15,10 +15,16 @@ export function resolveRouteOptions(
 ): ResolvedRouteOptions {
   if (route === null || typeof route !== 'object') fail(where, CONFIG_ERRORS.notAnObject);
   refuseUnknownKeys(where, route, ROUTE_KEYS, undefined);
+  const transactional = route.transactional ?? false;
+  if (typeof transactional !== 'boolean') fail(where, CONFIG_ERRORS.transactional);
+  if (transactional && !module.transactions) fail(where, CONFIG_ERRORS.noTransactions);
+  if (transactional && typeof module.store.completeIn !== 'function') fail(where, CONFIG_ERRORS.transactionalStore);
   return {
     id,
     ttlMs: integerIn(where, 'ttlMs', route.ttlMs, module.ttlMs, 1, MAX_TTL_MS),
     missingHeader: missingHeaderPolicy(where, route.missingHeader, module.missingHeader),
     identity: 'identity' in route ? identityOption(where, route.identity) : module.identity,
+    transactional,
+    leaseMs: transactional ? module.transactionTimeoutMs : module.leaseMs,
   };
 }

@@ -7,6 +7,7 @@ import type {
   IdempotencyRecord,
   IdempotencyStore,
 } from '../interfaces/idempotency-store.interface.js';
+import type { SqlExecutor } from '../interfaces/idempotency-transactions.interface.js';
 import { fail, integerIn, refuseUnknownKeys, sqlIdentifier } from '../options/option.validators.js';
 import {
   DEFAULT_POOL_SIZE,
@@ -106,6 +107,22 @@ export class PostgresStore implements IdempotencyStore {
        WHERE key = $1 AND owner = $2 AND state = 0 AND expires_at > clock_timestamp()`,
       [key, owner, encodeRecord(record), ttlMs],
     );
+  }
+
+  /**
+   * The fenced commit as one statement in the caller's transaction, its placeholders in order for
+   * drivers that number them `?`. An UPDATE's row count is not in every driver's answer (TypeORM
+   * hands back `[rows, count]` for one), so a SELECT counts the updated rows.
+   */
+  async completeIn(sql: SqlExecutor, key: string, owner: string, record: IdempotencyRecord, ttlMs: number): Promise<boolean> {
+    const rows = await sql.query(
+      `WITH done AS (UPDATE ${this.qualified()} SET state = 1, owner = NULL, record = $1,
+         expires_at = clock_timestamp() + $2::bigint * interval '1 millisecond'
+       WHERE key = $3 AND owner = $4 AND state = 0 AND expires_at > clock_timestamp() RETURNING 1)
+       SELECT count(*)::int AS completed FROM done`,
+      [encodeRecord(record), ttlMs, key, owner],
+    );
+    return (rows[0] as { completed?: number } | undefined)?.completed === 1;
   }
 
   async release(key: string, owner: string): Promise<boolean> {

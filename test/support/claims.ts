@@ -9,6 +9,7 @@ export function activeClaim(over: Partial<ActiveClaim> = {}): ActiveClaim {
     fingerprint: 'fp',
     ttlMs: 500,
     route: 'Pay.create',
+    leaseMs: 60_000,
     claimedAt: Date.now(),
     ...over,
   };

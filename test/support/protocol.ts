@@ -5,6 +5,7 @@ import { IdentityResolverLoader } from '../../lib/identity-resolver.loader.js';
 import { LeaseRenewer } from '../../lib/lease.renewer.js';
 import { resolveModuleOptions } from '../../lib/options/module-options.resolver.js';
 import { RouteOptionsAccessor } from '../../lib/route-options.accessor.js';
+import { TransactionRunner } from '../../lib/transaction.runner.js';
 import { ScriptedStore } from './scripted-store.js';
 
 const renewers = new Set<LeaseRenewer>();
@@ -22,7 +23,8 @@ export function createProtocol(options: IdempotencyModuleOptions = {}, moduleRef
   const routes = new RouteOptionsAccessor(resolved);
   const leases = new LeaseRenewer(resolved);
   renewers.add(leases);
-  const interceptor = new IdempotencyInterceptor(service, routes, leases);
+  const transactions = new TransactionRunner(service);
+  const interceptor = new IdempotencyInterceptor(service, routes, leases, transactions);
   return { store, options: resolved, identities, service, routes, leases, interceptor };
 }
 

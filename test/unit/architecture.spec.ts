@@ -10,6 +10,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   options: ['options', 'interfaces', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   stores: ['stores', 'interfaces', 'options', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   exceptions: ['interfaces'],
+  transactions: ['transactions', 'interfaces', 'idempotency.messages.ts'],
   decorators: ['idempotency.constants.ts', 'interfaces', 'idempotency.interceptor.ts', 'idempotency.filter.ts'],
 };
 

@@ -14,6 +14,8 @@ const route = (over: Partial<ResolvedRouteOptions> = {}): ResolvedRouteOptions =
   ttlMs: 1000,
   missingHeader: 'reject',
   identity: undefined,
+  transactional: false,
+  leaseMs: 60_000,
   ...over,
 });
 const request = (key?: string | string[], over: Record<string, unknown> = {}) => ({
@@ -46,8 +48,8 @@ async function httpError(promise: Promise<unknown>) {
 describe('IdempotencyService.begin: the key', () => {
   spyOnLogger();
   it('claims with the key, an owner token, the fingerprint, the lease and the route ttl', async () => {
-    const { store, service } = setup({ leaseMs: 900 });
-    const claim = (await service.begin(request('k-1'), context, route({ ttlMs: 77 })))!;
+    const { store, service } = setup();
+    const claim = (await service.begin(request('k-1'), context, route({ ttlMs: 77, leaseMs: 900 })))!;
     const fingerprint = requestFingerprint('POST', '/pay?b=2&a=1', { amount: 1 }, 'Pay.create');
     expect(claim).toEqual({
       key: 'k-1',
@@ -56,6 +58,7 @@ describe('IdempotencyService.begin: the key', () => {
       fingerprint,
       ttlMs: 77,
       route: 'Pay.create',
+      leaseMs: 900,
       claimedAt: expect.any(Number),
     });
     expect(Math.abs(claim.claimedAt - Date.now())).toBeLessThan(1000);
@@ -256,11 +259,11 @@ describe('IdempotencyService.begin: the body and the store', () => {
 
   it('releases a claim whose outcome is unknown as soon as the store answers, retrying until the lease would be over', async () => {
     jest.useFakeTimers({ now: 0 });
-    const { store, service } = setup({ leaseMs: 1000 });
+    const { store, service } = setup();
     store.claimAnswer = () => Promise.reject(new Error('timed out'));
     let failures = 2;
     store.releaseAnswer = () => (failures-- > 0 ? Promise.reject(new Error('down')) : Promise.resolve(false));
-    expect((await httpError(service.begin(request('k'), context, route()))).status).toBe(503);
+    expect((await httpError(service.begin(request('k'), context, route({ leaseMs: 1000 })))).status).toBe(503);
     const releases = () => store.calls.filter((c) => c[0] === 'release');
     const owner = (store.calls[0][2] as { owner: string }).owner;
     expect(releases()).toEqual([['release', 'idem:%:k', owner]]);
@@ -276,16 +279,16 @@ describe('IdempotencyService.begin: the body and the store', () => {
 
     store.calls.length = 0;
     store.releaseAnswer = () => Promise.reject(new Error('down'));
-    await rejection(service.begin(request('k2'), context, route()));
+    await rejection(service.begin(request('k2'), context, route({ leaseMs: 1000 })));
     await jest.advanceTimersByTimeAsync(10_000);
     // At 0, 100, 300 and 700 ms; the next pause would end past the lease.
     expect(releases()).toHaveLength(4);
 
     // A last attempt that ends exactly with the lease is still made.
-    const edge = setup({ leaseMs: 700 });
+    const edge = setup();
     edge.store.claimAnswer = () => Promise.reject(new Error('timed out'));
     edge.store.releaseAnswer = () => Promise.reject(new Error('down'));
-    await rejection(edge.service.begin(request('k3'), context, route()));
+    await rejection(edge.service.begin(request('k3'), context, route({ leaseMs: 700 })));
     await jest.advanceTimersByTimeAsync(10_000);
     expect(edge.store.calls.filter((c) => c[0] === 'release')).toHaveLength(4);
   });

@@ -1,5 +1,10 @@
 import { describe, expect, it } from '@jest/globals';
-import { InMemoryCache, type IdempotencyModuleOptions, type IdempotencyStore } from '../../lib/index.js';
+import {
+  InMemoryCache,
+  type IdempotencyModuleOptions,
+  type IdempotencyStore,
+  type IdempotencyTransactions,
+} from '../../lib/index.js';
 import { resolveModuleOptions as resolveWith } from '../../lib/options/module-options.resolver.js';
 
 const store = (): IdempotencyStore => new InMemoryCache();
@@ -22,6 +27,8 @@ describe('resolveModuleOptions', () => {
       maxScopeLength: 255,
       missingHeader: 'reject',
       identity: undefined,
+      transactions: undefined,
+      transactionTimeoutMs: 30_000,
     });
     expect(resolveModuleOptions({}).store).not.toBe(resolved.store);
   });
@@ -29,6 +36,7 @@ describe('resolveModuleOptions', () => {
   it('keeps what was given and lower-cases the header name', () => {
     const cache = store();
     const identity = () => 'scope';
+    const transactions: IdempotencyTransactions = { run: (work) => work({ query: () => Promise.resolve([]) }) };
     expect(
       resolveModuleOptions({
         cache,
@@ -41,6 +49,8 @@ describe('resolveModuleOptions', () => {
         maxScopeLength: 2,
         missingHeader: 'pass-through',
         identity,
+        transactions,
+        transactionTimeoutMs: 3,
       }),
     ).toEqual({
       store: cache,
@@ -53,7 +63,23 @@ describe('resolveModuleOptions', () => {
       maxScopeLength: 2,
       missingHeader: 'pass-through',
       identity,
+      transactions,
+      transactionTimeoutMs: 3,
     });
+  });
+
+  it('transactions must have run(); transactionTimeoutMs is a timer duration of at least 3 ms', () => {
+    for (const bad of [null, {}, { run: 'x' }, 'run']) {
+      expect(() => resolveModuleOptions({ transactions: bad as never })).toThrow(
+        err('transactions must be an IdempotencyTransactions: an object with run(work), e.g. clsTransactions(txHost)'),
+      );
+    }
+    for (const bad of [2, 2 ** 31, 1.5]) {
+      expect(() => resolveModuleOptions({ transactionTimeoutMs: bad })).toThrow(
+        err(`transactionTimeoutMs must be an integer from 3 to 2147483647, got ${bad}`),
+      );
+    }
+    expect(resolveModuleOptions({ transactionTimeoutMs: 2 ** 31 - 1 }).transactionTimeoutMs).toBe(2 ** 31 - 1);
   });
 
   it('refuses options that are not an object', () => {

@@ -9,11 +9,18 @@ describe('RouteOptionsAccessor', () => {
     Reflect.defineMetadata(IDEMPOTENT_ROUTE_METADATA, { ttlMs: 5 }, handler);
     class Pay {}
     const first = routes.get(Pay, handler);
-    expect(first).toEqual({ id: 'Pay.handler', ttlMs: 5, missingHeader: 'reject', identity: undefined });
+    expect(first).toEqual({
+      id: 'Pay.handler',
+      ttlMs: 5,
+      missingHeader: 'reject',
+      identity: undefined,
+      transactional: false,
+      leaseMs: 60_000,
+    });
     Reflect.defineMetadata(IDEMPOTENT_ROUTE_METADATA, { ttlMs: 6 }, handler);
     expect(routes.get(Pay, handler)).toBe(first);
     const other = () => undefined;
-    expect(routes.get(Pay, other)).toEqual({ id: 'Pay.other', ttlMs: 9, missingHeader: 'reject', identity: undefined });
+    expect(routes.get(Pay, other)).toMatchObject({ id: 'Pay.other', ttlMs: 9, missingHeader: 'reject', identity: undefined });
     const bad = () => undefined;
     Reflect.defineMetadata(IDEMPOTENT_ROUTE_METADATA, { ttlMs: -1 }, bad);
     expect(() => routes.get(Pay, bad)).toThrow('@Idempotent(): ttlMs must be an integer from 1 to 31536000000, got -1');

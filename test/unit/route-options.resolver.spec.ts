@@ -1,7 +1,8 @@
 import { beforeEach, describe, expect, it } from '@jest/globals';
-import type { ResolvedIdempotencyOptions } from '../../lib/index.js';
+import type { IdempotencyTransactions, ResolvedIdempotencyOptions } from '../../lib/index.js';
 import { resolveRouteOptions } from '../../lib/options/route-options.resolver.js';
 import { createProtocol } from '../support/protocol.js';
+import { ScriptedStore } from '../support/scripted-store.js';
 
 describe('resolveRouteOptions', () => {
   const moduleIdentity = () => 'module';
@@ -17,7 +18,33 @@ describe('resolveRouteOptions', () => {
       ttlMs: 1000,
       missingHeader: 'pass-through',
       identity: moduleIdentity,
+      transactional: false,
+      leaseMs: 60_000,
     });
+  });
+
+  it('a transactional route has the fixed transactionTimeoutMs lease, and needs the port and a store that completes in it', () => {
+    const transactions: IdempotencyTransactions = { run: (work) => work({ query: () => Promise.resolve([]) }) };
+    const store = Object.assign(new ScriptedStore(), { completeIn: () => Promise.resolve(true) });
+    const ready = createProtocol({ cache: store, transactions, transactionTimeoutMs: 50, leaseMs: 90 }).options;
+    expect(resolveRouteOptions('here', 'A.b', { transactional: true }, ready)).toMatchObject({
+      transactional: true,
+      leaseMs: 50,
+    });
+    expect(resolveRouteOptions('here', 'A.b', { transactional: false }, ready)).toMatchObject({
+      transactional: false,
+      leaseMs: 90,
+    });
+    expect(() => resolveRouteOptions('here', 'A.b', { transactional: 1 as never }, ready)).toThrow(
+      'here: transactional must be true or false',
+    );
+    expect(() => resolveRouteOptions('here', 'A.b', { transactional: true }, base)).toThrow(
+      'here: transactional: true needs the module option transactions',
+    );
+    const withoutStore = createProtocol({ transactions }).options;
+    expect(() => resolveRouteOptions('here', 'A.b', { transactional: true }, withoutStore)).toThrow(
+      'here: transactional: true needs a store that commits its record in your transaction',
+    );
   });
 
   it('overrides them per route; identity: undefined drops the module identity', () => {
@@ -27,6 +54,8 @@ describe('resolveRouteOptions', () => {
       ttlMs: 7,
       missingHeader: 'reject',
       identity: route,
+      transactional: false,
+      leaseMs: 60_000,
     });
     expect(resolveRouteOptions('here', 'A.b', { identity: undefined }, base).identity).toBeUndefined();
   });
@@ -42,13 +71,13 @@ describe('resolveRouteOptions', () => {
     expect(() => resolveRouteOptions('here', 'A.b', 'x' as never, base)).toThrow('here: options must be an object');
     // A slip is only suggested when the suggestion is an option of this place.
     expect(() => resolveRouteOptions('here', 'A.b', { store: 1 } as never, base)).toThrow(
-      'here: unknown option "store"; valid: ttlMs, identity, missingHeader',
+      'here: unknown option "store"; valid: ttlMs, identity, missingHeader, transactional',
     );
     expect(() => resolveRouteOptions('here', 'A.b', { ttl: 5 } as never, base)).toThrow(
-      'here: unknown option "ttl" (did you mean ttlMs?); valid: ttlMs, identity, missingHeader',
+      'here: unknown option "ttl" (did you mean ttlMs?); valid: ttlMs, identity, missingHeader, transactional',
     );
     expect(() => resolveRouteOptions('here', 'A.b', { leaseMs: 5 } as never, base)).toThrow(
-      'here: unknown option "leaseMs"; valid: ttlMs, identity, missingHeader',
+      'here: unknown option "leaseMs"; valid: ttlMs, identity, missingHeader, transactional',
     );
     expect(() => resolveRouteOptions('here', 'A.b', { missingHeader: 'no' as never }, base)).toThrow(
       "here: missingHeader must be 'reject' or 'pass-through', got no",

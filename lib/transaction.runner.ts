@@ -1,0 +1,214 @@
+import { type CallHandler, Injectable, Logger } from '@nestjs/common';
+import { Observable } from 'rxjs';
+import { IdempotencyException } from './exceptions/idempotency.exception.js';
+import { currentHeaders, isFastifyReply, rawResponse } from './http/response.adapter.js';
+import { recordResponse } from './http/response.recorder.js';
+import { renderValue } from './http/value.renderer.js';
+import { answer, errorResponse, isStream } from './idempotency.answers.js';
+import { RETRY_AFTER } from './idempotency.constants.js';
+import { LOGS, MESSAGES, STORE_ERRORS } from './idempotency.messages.js';
+import { IdempotencyService } from './idempotency.service.js';
+import type { ActiveClaim } from './interfaces/active-claim.interface.js';
+import type { SqlExecutor } from './interfaces/idempotency-transactions.interface.js';
+import type { StoredResponse } from './interfaces/stored-response.interface.js';
+
+/** The fenced completion matched no row: the lease ran out and the key may be another request's. */
+class LeaseLost extends Error {}
+
+/** SQLSTATEs after which PostgreSQL has rolled the transaction back itself: serialization failure, deadlock. */
+const ROLLED_BACK = new Set(['40001', '40P01']);
+
+/** node-postgres errors carry the SQLSTATE as `code`; TypeORM wraps them in `driverError`. */
+function sqlState(err: unknown): string | undefined {
+  const e = err as { code?: unknown; driverError?: { code?: unknown } } | null | undefined;
+  const code = e?.code ?? e?.driverError?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+const reason = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
+/**
+ * Runs a `transactional: true` route: "claim outside, complete inside, fenced". The claim was
+ * committed on the store's own pool (a duplicate gets 409 at once, a replay costs no transaction);
+ * here the handler runs inside one transaction of the `transactions` port, and the fenced completion
+ * of the claim is that transaction's last statement, so the record commits with the handler's writes
+ * or not at all.
+ *
+ * The record is the response as it goes out: the transaction stays open until the response reaches
+ * `end()` (outer interceptors and filters included), whose bytes are held back until COMMIT has
+ * answered. A COMMIT that fails replaces them with a 409 or 503: a client never reads a success whose
+ * writes were rolled back. The lease is the route's fixed `transactionTimeoutMs`, never renewed.
+ */
+@Injectable()
+export class TransactionRunner {
+  private readonly logger = new Logger('Idempotency');
+
+  constructor(private readonly service: IdempotencyService) {}
+
+  run(claim: ActiveClaim, response: object, next: CallHandler): Observable<unknown> {
+    const { transactions, store } = this.service.options;
+    const raw = rawResponse(response);
+    const adapter = isFastifyReply(response) ? 'fastify' : 'express';
+    const before = currentHeaders(response);
+    const statusBefore = raw.statusCode;
+
+    return new Observable<unknown>((subscriber) => {
+      let started = false; // the transaction is open and the handler subscribed
+      let finished = false; // the handler completed or failed
+      let detached = false; // the chain around it was torn down, or answered, first
+      let completed = false; // the completion ran: a failure now is COMMIT's
+      let handlerError: { error: unknown } | undefined;
+      let last: unknown;
+      let status = 0;
+      let headers: Record<string, unknown> = {};
+      let deliver!: (stored: StoredResponse) => void;
+      const final = new Promise<StoredResponse>((resolve) => (deliver = resolve));
+      // The handler's own result, as its adapter sends it: stored when what went out is not its answer.
+      const rendered = (): StoredResponse => renderValue(last, status, headers, before, adapter);
+      const detach = (why: string): void => {
+        if (detached) return;
+        detached = true;
+        recording.abandon();
+        this.logger.warn(LOGS.detached(claim.route, why));
+      };
+
+      const recording = recordResponse(
+        raw,
+        before,
+        {
+          onEnd: (stored) => {
+            if (!finished) {
+              detach(LOGS.answeredOutside);
+              return Promise.resolve();
+            }
+            // An outer layer failed after the handler succeeded: its error goes out, the handler's result is stored.
+            deliver(stored.status >= 400 && stored.status !== status ? rendered() : stored);
+            return outcome;
+          },
+          onStream: () => (finished ? deliver(rendered()) : detach(LOGS.answeredOutside)),
+        },
+        true,
+      );
+
+      // Settles once the handler completes or fails; a failure is left in handlerError.
+      const handler = (): Promise<void> =>
+        new Promise<void>((settle) => {
+          next.handle().subscribe({
+            next: (value) => {
+              if (isStream(value)) {
+                this.logger.error(LOGS.transactionalStream(claim.route));
+                handlerError ??= { error: new Error(LOGS.transactionalStream(claim.route)) };
+                settle();
+                return;
+              }
+              last = value;
+              subscriber.next(value);
+            },
+            error: (err: unknown) => {
+              handlerError ??= { error: err };
+              settle();
+            },
+            complete: () => {
+              status = raw.headersSent ? statusBefore : raw.statusCode;
+              headers = raw.headersSent ? {} : currentHeaders(response);
+              settle();
+            },
+          });
+        });
+
+      const work = async (sql: SqlExecutor): Promise<void> => {
+        started = true;
+        await handler();
+        finished = true;
+        if (handlerError) throw handlerError.error;
+        // The response now travels through the outer layers to end(), which hands it over here.
+        if (detached) deliver(rendered());
+        else subscriber.complete();
+        const record = await this.within(final, claim);
+        const done = await store.completeIn!(
+          sql,
+          claim.cacheKey,
+          claim.owner,
+          { fingerprint: claim.fingerprint, response: record },
+          claim.ttlMs,
+        );
+        if (!done) throw new LeaseLost();
+        completed = true;
+      };
+
+      const outcome: Promise<StoredResponse | undefined> = transactions!
+        .run(work)
+        .then(
+          () => undefined,
+          (err: unknown) => this.failed(claim, err, { started, finished, completed, handlerError }),
+        )
+        .then((instead) => {
+          if (handlerError) {
+            recording.abandon();
+            subscriber.error(handlerError.error);
+          } else if (!finished) {
+            detached = true; // no handler ran: nothing to wait for once the error is out
+            recording.abandon();
+            const unavailable = new IdempotencyException(503, MESSAGES.unavailable, RETRY_AFTER);
+            answer(response, unavailable);
+            subscriber.error(unavailable);
+          }
+          return instead;
+        });
+
+      return () => {
+        // Torn down before the handler finished (client gone, outer timeout): it runs on in its
+        // transaction, and its own result is what commits.
+        if (!finished) detach(LOGS.abandoned);
+      };
+    });
+  }
+
+  /** Waits for the response, at most until the lease ends: the transaction must not stay open for ever. */
+  private within(final: Promise<StoredResponse>, claim: ActiveClaim): Promise<StoredResponse> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(STORE_ERRORS.noResponse)), claim.claimedAt + claim.leaseMs - Date.now());
+      timer.unref();
+    });
+    return Promise.race([final, late]).finally(() => clearTimeout(timer));
+  }
+
+  /**
+   * After a rollback, or a COMMIT that failed: frees the key when the writes are known to be rolled
+   * back, and says what the client gets instead of the handler's response.
+   */
+  private async failed(
+    claim: ActiveClaim,
+    err: unknown,
+    state: { started: boolean; finished: boolean; completed: boolean; handlerError?: object },
+  ): Promise<StoredResponse | undefined> {
+    if (state.handlerError) {
+      // The handler threw: its writes are rolled back, so a retry runs it again.
+      await this.service.release(claim);
+      return undefined;
+    }
+    if (!state.finished) {
+      // No transaction, so no handler: BEGIN failed.
+      this.logger.error(LOGS.beginFailed(claim.route, reason(err)));
+      if (!state.started) await this.service.release(claim);
+      return undefined;
+    }
+    const lost = err instanceof LeaseLost || (!state.completed && ROLLED_BACK.has(sqlState(err) ?? ''));
+    if (lost) {
+      // Not ours any more: the request that took the key over answers retries.
+      this.logger.warn(LOGS.transactionLost(claim.route));
+      return errorResponse(
+        new IdempotencyException(409, MESSAGES.transactionTimedOut(this.service.options.headerName), RETRY_AFTER),
+      );
+    }
+    if (state.completed && !ROLLED_BACK.has(sqlState(err) ?? '')) {
+      // COMMIT was sent and may have landed: releasing could let a retry run the handler twice.
+      this.logger.error(LOGS.commitUnknown(claim.route, reason(err)));
+    } else {
+      this.logger.error(LOGS.transactionRolledBack(claim.route, reason(err)));
+      await this.service.release(claim);
+    }
+    return errorResponse(new IdempotencyException(503, MESSAGES.notCommitted, RETRY_AFTER));
+  }
+}

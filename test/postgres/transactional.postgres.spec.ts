@@ -1,0 +1,394 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import {
+  BadRequestException,
+  Body,
+  type CallHandler,
+  Controller,
+  type ExecutionContext,
+  Inject,
+  Injectable,
+  type INestApplication,
+  type NestInterceptor,
+  Post,
+  RequestTimeoutException,
+  Res,
+  Sse,
+  StreamableFile,
+} from '@nestjs/common';
+import { APP_INTERCEPTOR } from '@nestjs/core';
+import pg from 'pg';
+import { catchError, map, type Observable, throwError, timeout, TimeoutError } from 'rxjs';
+import {
+  IdempotencyKey,
+  IdempotencyModule,
+  type IdempotencyModuleOptions,
+  Idempotent,
+  InMemoryCache,
+  PostgresStore,
+} from '../../lib/index.js';
+import { ADAPTERS, type AdapterName, listen, startApp, useApps } from '../support/app.js';
+import { spyOnLogger } from '../support/logger.js';
+import { PgTransactions } from '../support/pg-transactions.js';
+import { PostgresServer, postgresAvailable } from '../support/postgres-server.js';
+import { sleep } from '../support/timing.js';
+
+const describePg = postgresAvailable('transactional PostgreSQL suite') ? describe : describe.skip;
+
+let server: PostgresServer;
+let url: string;
+let pool: pg.Pool;
+
+/** What the next handler run does; reset before each test. */
+const behaviour = { delayMs: 0 };
+
+interface ChargeBody {
+  amount: number;
+  outcome?: 'throw' | 'decline' | 'stream';
+}
+
+@Controller('charges')
+class ChargesController {
+  constructor(@Inject(PgTransactions) private readonly tx: PgTransactions) {}
+
+  // The handler writes through the transaction the module opened, as a @Transactional() service would.
+  @Post()
+  @Idempotent({ transactional: true })
+  async create(
+    @Body() body: ChargeBody,
+    @IdempotencyKey() key: string,
+    @Res({ passthrough: true }) res: { status(code: number): unknown },
+  ): Promise<unknown> {
+    const delay = behaviour.delayMs;
+    const { rows } = await this.tx.client.query<{ id: number }>(
+      'INSERT INTO charges (key, amount) VALUES ($1, $2) RETURNING id',
+      [key, body.amount],
+    );
+    await sleep(delay);
+    if (body.outcome === 'throw') throw new BadRequestException('card declined by the bank');
+    if (body.outcome === 'stream') return new StreamableFile(Buffer.from('receipt'));
+    if (body.outcome === 'decline') res.status(402);
+    return { id: rows[0].id, amount: body.amount, outcome: body.outcome ?? 'paid' };
+  }
+}
+
+/** A global interceptor that wraps every body: what goes out is not what the handler returned. */
+@Injectable()
+class EnvelopeInterceptor implements NestInterceptor {
+  intercept(_: ExecutionContext, next: CallHandler): Observable<unknown> {
+    return next.handle().pipe(map((data: unknown) => ({ data, at: 'envelope' })));
+  }
+}
+
+/** A global timeout, shorter than a slow handler. */
+@Injectable()
+class TimeoutInterceptor implements NestInterceptor {
+  intercept(_: ExecutionContext, next: CallHandler): Observable<unknown> {
+    return next.handle().pipe(
+      timeout(150),
+      catchError((err: unknown) => throwError(() => (err instanceof TimeoutError ? new RequestTimeoutException() : err))),
+    );
+  }
+}
+
+async function rows(key: string): Promise<number> {
+  const { rows: found } = await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM charges WHERE key = $1', [key]);
+  return found[0].n;
+}
+
+async function record(key: string): Promise<{ state: number; xmin: string } | undefined> {
+  const { rows: found } = await pool.query<{ state: number; xmin: string }>(
+    'SELECT state, xmin::text AS xmin FROM idempotency_records WHERE key LIKE $1',
+    [`%:${key}`],
+  );
+  return found[0];
+}
+
+interface Reply {
+  status: number;
+  text: string;
+  headers: Headers;
+}
+
+async function charge(base: string, key: string, body: ChargeBody = { amount: 100 }): Promise<Reply> {
+  const res = await fetch(`${base}/charges`, {
+    method: 'POST',
+    headers: { 'idempotency-key': key, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, text: await res.text(), headers: res.headers };
+}
+
+describePg('@Idempotent({ transactional: true }) on PostgreSQL', () => {
+  const start = useApps();
+  const logs = spyOnLogger();
+
+  beforeAll(async () => {
+    server = await PostgresServer.start();
+    url = await server.createDatabase(`transactional_${process.pid}`);
+    pool = new pg.Pool({ connectionString: url, max: 10 });
+    pool.on('error', () => undefined);
+    await pool.query('CREATE TABLE charges (id serial PRIMARY KEY, key text NOT NULL, amount integer NOT NULL)');
+  }, 60_000);
+  afterAll(async () => {
+    await pool?.end();
+    await server?.destroy();
+  });
+
+  /** An app whose charges route is transactional; `tx` is its port, `options` override the module's. */
+  async function app(
+    adapter: AdapterName,
+    options: IdempotencyModuleOptions = {},
+    extra: { interceptors?: (new () => NestInterceptor)[] } = {},
+  ): Promise<{ base: string; tx: PgTransactions; nest: INestApplication }> {
+    behaviour.delayMs = 0;
+    const tx = new PgTransactions(pool);
+    const nest = await start(adapter, {
+      imports: [
+        IdempotencyModule.forRoot({ cache: new PostgresStore({ pool, sweepIntervalMs: 0 }), transactions: tx, ...options }),
+      ],
+      controllers: [ChargesController],
+      providers: [
+        { provide: PgTransactions, useValue: tx },
+        ...(extra.interceptors ?? []).map((useClass) => ({ provide: APP_INTERCEPTOR, useClass })),
+      ],
+    });
+    return { base: await listen(nest), tx, nest };
+  }
+
+  describe.each(ADAPTERS)('%s', (adapter) => {
+    const key = (name: string) => `${adapter}-${name}`;
+
+    it('ten retries: one row, nine byte-identical replays', async () => {
+      const { base } = await app(adapter);
+      const first = await charge(base, key('ten'));
+      expect(first.status).toBe(201);
+      expect(first.headers.get('idempotent-replayed')).toBeNull();
+      for (let i = 0; i < 9; i++) {
+        const again = await charge(base, key('ten'));
+        expect({ status: again.status, text: again.text, type: again.headers.get('content-type') }).toEqual({
+          status: 201,
+          text: first.text,
+          type: first.headers.get('content-type'),
+        });
+        expect(again.headers.get('idempotent-replayed')).toBe('true');
+      }
+      expect(await rows(key('ten'))).toBe(1);
+    });
+
+    it("the handler's INSERT and the completion are one transaction (one xmin)", async () => {
+      const { base, tx } = await app(adapter);
+      expect((await charge(base, key('xmin'))).status).toBe(201);
+      const { rows: charged } = await pool.query<{ xmin: string }>('SELECT xmin::text AS xmin FROM charges WHERE key = $1', [
+        key('xmin'),
+      ]);
+      expect(await record(key('xmin'))).toEqual({ state: 1, xmin: charged[0].xmin });
+      expect(tx.commits).toBe(1);
+    });
+
+    it("what outer interceptors made of the body is committed and replayed, not the handler's value", async () => {
+      const { base } = await app(adapter, {}, { interceptors: [EnvelopeInterceptor] });
+      const first = await charge(base, key('envelope'));
+      expect(JSON.parse(first.text)).toMatchObject({ at: 'envelope', data: { amount: 100 } });
+      expect((await charge(base, key('envelope'))).text).toBe(first.text);
+    });
+
+    it('the handler throws after its INSERT: rolled back, its error goes out, and the retry runs', async () => {
+      const { base } = await app(adapter);
+      const failed = await charge(base, key('throws'), { amount: 100, outcome: 'throw' });
+      expect(failed.status).toBe(400);
+      expect(JSON.parse(failed.text)).toMatchObject({ message: 'card declined by the bank' });
+      expect(await rows(key('throws'))).toBe(0);
+      expect(await record(key('throws'))).toBeUndefined();
+      expect((await charge(base, key('throws'), { amount: 100, outcome: 'throw' })).status).toBe(400);
+      expect(await rows(key('throws'))).toBe(0);
+    });
+
+    it('a returned 4xx is committed with the writes and replayed', async () => {
+      const { base } = await app(adapter);
+      const declined = await charge(base, key('declined'), { amount: 100, outcome: 'decline' });
+      expect(declined.status).toBe(402);
+      const again = await charge(base, key('declined'), { amount: 100, outcome: 'decline' });
+      expect({ status: again.status, text: again.text, replayed: again.headers.get('idempotent-replayed') }).toEqual({
+        status: 402,
+        text: declined.text,
+        replayed: 'true',
+      });
+      expect(await rows(key('declined'))).toBe(1);
+    });
+
+    it('a handler slower than its lease whose key was taken over: rolled back, 409, exactly one row', async () => {
+      const { base } = await app(adapter, { transactionTimeoutMs: 300 });
+      behaviour.delayMs = 700;
+      const slow = charge(base, key('taken'));
+      await sleep(400);
+      behaviour.delayMs = 0;
+      const second = await charge(base, key('taken'));
+      expect(second.status).toBe(201);
+      const first = await slow;
+      expect(first.status).toBe(409);
+      expect(first.headers.get('retry-after')).toBe('1');
+      expect(JSON.parse(first.text)).toEqual({
+        error:
+          'the request ran past its transaction timeout and was rolled back; another request with this idempotency-key may be running, retry shortly',
+      });
+      expect(await rows(key('taken'))).toBe(1);
+      const replay = await charge(base, key('taken'));
+      expect({ status: replay.status, text: replay.text }).toEqual({ status: 201, text: second.text });
+      expect(logs.warnings).toHaveBeenCalledWith(expect.stringContaining('ChargesController.create: the transactional handler'));
+    });
+
+    it('the connection dies before COMMIT: 503, the key is kept until its lease ends, then exactly one rerun', async () => {
+      const { base, tx } = await app(adapter, { transactionTimeoutMs: 600 });
+      tx.beforeCommit = async (client) => {
+        await pool.query('SELECT pg_terminate_backend($1)', [(client as unknown as { processID: number }).processID]);
+      };
+      const lost = await charge(base, key('commit'));
+      expect(lost.status).toBe(503);
+      expect(lost.headers.get('retry-after')).toBe('1');
+      expect(JSON.parse(lost.text)).toEqual({ error: 'the request could not be committed; retry shortly with the same key' });
+      expect(lost.headers.get('content-length')).toBe(String(Buffer.byteLength(lost.text)));
+      expect(await rows(key('commit'))).toBe(0);
+      expect((await charge(base, key('commit'))).status).toBe(409);
+      await sleep(700);
+      expect((await charge(base, key('commit'))).status).toBe(201);
+      expect(await rows(key('commit'))).toBe(1);
+      expect(logs.errors).toHaveBeenCalledWith(expect.stringContaining('COMMIT failed with an unknown outcome'));
+    });
+
+    it('the transaction cannot be opened: 503 before the handler runs, and the key is free again', async () => {
+      const broken = new pg.Pool({ connectionString: url.replace(/:\d+\//, ':1/'), connectionTimeoutMillis: 500 });
+      const { base } = await app(adapter, { transactions: new PgTransactions(broken) });
+      const down = await charge(base, key('begin'));
+      expect(down.status).toBe(503);
+      expect(JSON.parse(down.text)).toEqual({ error: 'idempotency store unavailable; retry shortly' });
+      expect(await rows(key('begin'))).toBe(0);
+      expect(await record(key('begin'))).toBeUndefined();
+      expect(logs.errors).toHaveBeenCalledWith(expect.stringContaining('the transaction could not be opened'));
+      await broken.end();
+    });
+
+    it('an outer timeout answers first: the handler finishes in its transaction and its own result is replayed', async () => {
+      const { base } = await app(adapter, {}, { interceptors: [TimeoutInterceptor] });
+      behaviour.delayMs = 400;
+      const timedOut = await charge(base, key('timeout'));
+      expect(timedOut.status).toBe(408);
+      let retry = await charge(base, key('timeout'));
+      for (let i = 0; i < 50 && retry.status === 409; i++) {
+        await sleep(50);
+        retry = await charge(base, key('timeout'));
+      }
+      expect(retry.status).toBe(201);
+      expect(retry.headers.get('idempotent-replayed')).toBe('true');
+      expect(JSON.parse(retry.text)).toMatchObject({ amount: 100, outcome: 'paid' });
+      expect(await rows(key('timeout'))).toBe(1);
+    });
+
+    it('a stream returned at run time is rolled back, answered 500, and the key freed', async () => {
+      const { base } = await app(adapter);
+      const streamed = await charge(base, key('stream'), { amount: 100, outcome: 'stream' });
+      expect(streamed.status).toBe(500);
+      expect(await rows(key('stream'))).toBe(0);
+      expect(await record(key('stream'))).toBeUndefined();
+      expect(logs.errors).toHaveBeenCalledWith(expect.stringContaining('a transactional handler returned a stream'));
+    });
+  });
+
+  describe('bootstrap refusals', () => {
+    @Controller('r')
+    class PlainTransactional {
+      @Post()
+      @Idempotent({ transactional: true })
+      create(): object {
+        return {};
+      }
+    }
+
+    const refusal = (metadata: Parameters<typeof startApp>[1]) =>
+      startApp('express', metadata).then(
+        (nest) => nest.close().then(() => 'started'),
+        (err: Error) => err.message,
+      );
+
+    it('without a transactions option', async () => {
+      expect(
+        await refusal({
+          imports: [IdempotencyModule.forRoot({ cache: new PostgresStore({ pool, sweepIntervalMs: 0 }) })],
+          controllers: [PlainTransactional],
+        }),
+      ).toBe(
+        '@Idempotent() on PlainTransactional.create(): transactional: true needs the module option transactions, e.g. transactions: clsTransactions(txHost) (README: "Exactly-once with your database")',
+      );
+    });
+
+    it('with a store that is not PostgresStore', async () => {
+      expect(
+        await refusal({
+          imports: [IdempotencyModule.forRoot({ cache: new InMemoryCache(), transactions: new PgTransactions(pool) })],
+          controllers: [PlainTransactional],
+        }),
+      ).toBe(
+        "@Idempotent() on PlainTransactional.create(): transactional: true needs a store that commits its record in your transaction: cache: new PostgresStore(...) on your application's database",
+      );
+    });
+
+    it('on a route that streams, or uses @Res() or @Sse()', async () => {
+      @Controller('s')
+      class Streams {
+        @Post()
+        @Idempotent({ transactional: true })
+        file(): StreamableFile {
+          return new StreamableFile(Buffer.from('x'));
+        }
+      }
+      @Controller('o')
+      class OwnResponse {
+        @Post()
+        @Idempotent({ transactional: true })
+        create(@Res() res: { json(v: unknown): void }): void {
+          res.json({});
+        }
+      }
+      @Controller('e')
+      class Events {
+        @Post()
+        @Sse()
+        @Idempotent({ transactional: true })
+        events(): Observable<never> {
+          return throwError(() => new Error('never called'));
+        }
+      }
+      const module = () =>
+        IdempotencyModule.forRoot({
+          cache: new PostgresStore({ pool, sweepIntervalMs: 0 }),
+          transactions: new PgTransactions(pool),
+        });
+      expect(await refusal({ imports: [module()], controllers: [Streams] })).toBe(
+        '@Idempotent() on Streams.file(): transactional: true cannot return a StreamableFile: a stream cannot be recorded before COMMIT',
+      );
+      expect(await refusal({ imports: [module()], controllers: [OwnResponse] })).toContain(
+        '@Idempotent() on OwnResponse.create(): @Res()/@Next() without { passthrough: true }',
+      );
+      expect(await refusal({ imports: [module()], controllers: [Events] })).toContain(
+        '@Idempotent() on Events.events(): an @Sse()',
+      );
+      expect(await refusal({ imports: [module()], controllers: [PlainTransactional] })).toBe('started');
+    });
+
+    it('transactional must be a boolean, and transactions a port', async () => {
+      @Controller('b')
+      class NotBoolean {
+        @Post()
+        @Idempotent({ transactional: 'yes' as unknown as boolean })
+        create(): object {
+          return {};
+        }
+      }
+      expect(await refusal({ imports: [IdempotencyModule.forRoot({})], controllers: [NotBoolean] })).toBe(
+        '@Idempotent() on NotBoolean.create(): transactional must be true or false',
+      );
+      expect(await refusal({ imports: [IdempotencyModule.forRoot({ transactions: {} as never })], controllers: [] })).toBe(
+        'IdempotencyModule: transactions must be an IdempotencyTransactions: an object with run(work), e.g. clsTransactions(txHost)',
+      );
+    });
+  });
+});
