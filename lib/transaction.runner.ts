@@ -15,14 +15,17 @@ import type { StoredResponse } from './interfaces/stored-response.interface.js';
 /** The fenced completion matched no row: the lease ran out and the key may be another request's. */
 class LeaseLost extends Error {}
 
-/** SQLSTATEs after which PostgreSQL has rolled the transaction back itself: serialization failure, deadlock. */
+/**
+ * SQLSTATEs of a COMMIT that PostgreSQL refused and rolled back (a SERIALIZABLE transaction's
+ * serialization failure, a deadlock): the outcome is known, so the key can be freed.
+ */
 const ROLLED_BACK = new Set(['40001', '40P01']);
 
 /** node-postgres errors carry the SQLSTATE as `code`; TypeORM wraps them in `driverError`. */
-function sqlState(err: unknown): string | undefined {
+function sqlState(err: unknown): string {
   const e = err as { code?: unknown; driverError?: { code?: unknown } } | null | undefined;
   const code = e?.code ?? e?.driverError?.code;
-  return typeof code === 'string' ? code : undefined;
+  return typeof code === 'string' ? code : '';
 }
 
 const reason = (err: unknown): string => (err instanceof Error ? err.message : String(err));
@@ -194,15 +197,14 @@ export class TransactionRunner {
       if (!state.started) await this.service.release(claim);
       return undefined;
     }
-    const lost = err instanceof LeaseLost || (!state.completed && ROLLED_BACK.has(sqlState(err) ?? ''));
-    if (lost) {
+    if (err instanceof LeaseLost) {
       // Not ours any more: the request that took the key over answers retries.
       this.logger.warn(LOGS.transactionLost(claim.route));
       return errorResponse(
         new IdempotencyException(409, MESSAGES.transactionTimedOut(this.service.options.headerName), RETRY_AFTER),
       );
     }
-    if (state.completed && !ROLLED_BACK.has(sqlState(err) ?? '')) {
+    if (state.completed && !ROLLED_BACK.has(sqlState(err))) {
       // COMMIT was sent and may have landed: releasing could let a retry run the handler twice.
       this.logger.error(LOGS.commitUnknown(claim.route, reason(err)));
     } else {

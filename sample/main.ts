@@ -4,6 +4,7 @@ import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { type IdempotencyStore, InMemoryCache, PostgresStore, RedisCache, RedisCacheOptions } from '../lib/index.js';
 import { AppModule } from './app.module.js';
+import { LedgerModule } from './ledger/ledger.module.js';
 
 function numberFromEnv(name: string): number | undefined {
   const value = process.env[name];
@@ -12,7 +13,7 @@ function numberFromEnv(name: string): number | undefined {
 
 function required(name: string): string {
   const value = process.env[name];
-  if (!value) throw new Error(`STORE=${process.env.STORE} needs ${name}`);
+  if (!value) throw new Error(`${name} is required here (STORE=${process.env.STORE ?? ''}, SAMPLE=${process.env.SAMPLE ?? ''})`);
   return value;
 }
 
@@ -32,19 +33,43 @@ function storeFromEnv(): IdempotencyStore | undefined {
   }
 }
 
+/** SAMPLE=ledger: charges in PostgreSQL (DATABASE_URL), exactly-once with the idempotency record. */
+function ledgerFromEnv() {
+  const store = process.env.STORE || 'postgres';
+  if (store !== 'postgres' && store !== 'redis') throw new Error(`SAMPLE=ledger needs STORE=postgres or redis, got ${store}`);
+  return LedgerModule.register({
+    databaseUrl: required('DATABASE_URL'),
+    store,
+    redisUrl: process.env.REDIS_URL || undefined,
+    leaseMs: numberFromEnv('IDEMPOTENCY_LEASE_MS'),
+    transactionTimeoutMs: numberFromEnv('TRANSACTION_TIMEOUT_MS'),
+    latencyMs: numberFromEnv('PAYMENT_PROVIDER_LATENCY_MS') ?? 0,
+    fault: process.env.FAULT === 'after-commit' ? 'after-commit' : undefined,
+  });
+}
+
 /**
  * The sample payments API. Environment: PORT (3000), HOST (127.0.0.1), ADAPTER ('express' or 'fastify'),
  * DATABASE (SQLite file, default 'payments.db'), STORE ('sqlite' (default: records beside the payments),
  * 'memory', 'redis' with REDIS_URL, 'postgres' with DATABASE_URL), IDEMPOTENCY_LEASE_MS,
  * PAYMENT_PROVIDER_LATENCY_MS (simulated provider call).
+ *
+ * SAMPLE=ledger starts the second sample instead (sample/ledger/): charges in PostgreSQL at
+ * DATABASE_URL through TypeORM, exactly-once with STORE=postgres (default), or the cache-style
+ * contrast with STORE=redis (REDIS_URL); TRANSACTION_TIMEOUT_MS; PAYMENT_PROVIDER_LATENCY_MS is a
+ * pause after the charge is written, inside its transaction; FAULT=after-commit kills the process
+ * between COMMIT and the response.
  */
 async function bootstrap(): Promise<void> {
-  const module = AppModule.register({
-    databasePath: process.env.DATABASE || 'payments.db',
-    cache: storeFromEnv(),
-    leaseMs: numberFromEnv('IDEMPOTENCY_LEASE_MS'),
-    providerLatencyMs: numberFromEnv('PAYMENT_PROVIDER_LATENCY_MS'),
-  });
+  const module =
+    process.env.SAMPLE === 'ledger'
+      ? ledgerFromEnv()
+      : AppModule.register({
+          databasePath: process.env.DATABASE || 'payments.db',
+          cache: storeFromEnv(),
+          leaseMs: numberFromEnv('IDEMPOTENCY_LEASE_MS'),
+          providerLatencyMs: numberFromEnv('PAYMENT_PROVIDER_LATENCY_MS'),
+        });
   const app =
     process.env.ADAPTER === 'fastify' ? await NestFactory.create(module, new FastifyAdapter()) : await NestFactory.create(module);
   app.setGlobalPrefix('api');
@@ -52,7 +77,8 @@ async function bootstrap(): Promise<void> {
   const port = Number(process.env.PORT ?? 3000);
   const host = process.env.HOST ?? '127.0.0.1';
   await app.listen(port, host);
-  Logger.log(`payments API on http://${host}:${port}/api, idempotency store: ${process.env.STORE || 'sqlite'}`, 'Sample');
+  const [sample, store] = process.env.SAMPLE === 'ledger' ? ['ledger', 'postgres'] : ['payments', 'sqlite'];
+  Logger.log(`${sample} API on http://${host}:${port}/api, idempotency store: ${process.env.STORE || store}`, 'Sample');
 }
 
 void bootstrap();

@@ -25,3 +25,4 @@ import '../redis/redis-cache.redis.spec.js';
 import '../unit/sql.sweeper.spec.js';
 import '../sqlite/sqlite-store.sqlite.spec.js';
 import '../postgres/postgres-store.postgres.spec.js';
+import '../postgres/transactional.postgres.spec.js';

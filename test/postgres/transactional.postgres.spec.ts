@@ -17,7 +17,7 @@ import {
 } from '@nestjs/common';
 import { APP_INTERCEPTOR } from '@nestjs/core';
 import pg from 'pg';
-import { catchError, map, type Observable, throwError, timeout, TimeoutError } from 'rxjs';
+import { catchError, delay, map, mergeMap, type Observable, throwError, timeout, TimeoutError } from 'rxjs';
 import {
   IdempotencyKey,
   IdempotencyModule,
@@ -39,11 +39,11 @@ let url: string;
 let pool: pg.Pool;
 
 /** What the next handler run does; reset before each test. */
-const behaviour = { delayMs: 0 };
+const behaviour = { delayMs: 0, failOnce: false };
 
 interface ChargeBody {
   amount: number;
-  outcome?: 'throw' | 'decline' | 'stream';
+  outcome?: 'decline' | 'stream';
 }
 
 @Controller('charges')
@@ -64,7 +64,10 @@ class ChargesController {
       [key, body.amount],
     );
     await sleep(delay);
-    if (body.outcome === 'throw') throw new BadRequestException('card declined by the bank');
+    if (behaviour.failOnce) {
+      behaviour.failOnce = false;
+      throw new BadRequestException('card declined by the bank');
+    }
     if (body.outcome === 'stream') return new StreamableFile(Buffer.from('receipt'));
     if (body.outcome === 'decline') res.status(402);
     return { id: rows[0].id, amount: body.amount, outcome: body.outcome ?? 'paid' };
@@ -76,6 +79,22 @@ class ChargesController {
 class EnvelopeInterceptor implements NestInterceptor {
   intercept(_: ExecutionContext, next: CallHandler): Observable<unknown> {
     return next.handle().pipe(map((data: unknown) => ({ data, at: 'envelope' })));
+  }
+}
+
+/** Fails every response after the handler succeeded, as a broken serializer would. */
+@Injectable()
+class FailingAfterInterceptor implements NestInterceptor {
+  intercept(_: ExecutionContext, next: CallHandler): Observable<unknown> {
+    return next.handle().pipe(mergeMap(() => throwError(() => new Error('serializer broke'))));
+  }
+}
+
+/** Holds the handler's value back longer than a short transaction timeout. */
+@Injectable()
+class LateInterceptor implements NestInterceptor {
+  intercept(_: ExecutionContext, next: CallHandler): Observable<unknown> {
+    return next.handle().pipe(delay(400));
   }
 }
 
@@ -141,10 +160,10 @@ describePg('@Idempotent({ transactional: true }) on PostgreSQL', () => {
     extra: { interceptors?: (new () => NestInterceptor)[] } = {},
   ): Promise<{ base: string; tx: PgTransactions; nest: INestApplication }> {
     behaviour.delayMs = 0;
-    const tx = new PgTransactions(pool);
+    const tx = options.transactions instanceof PgTransactions ? options.transactions : new PgTransactions(pool);
     const nest = await start(adapter, {
       imports: [
-        IdempotencyModule.forRoot({ cache: new PostgresStore({ pool, sweepIntervalMs: 0 }), transactions: tx, ...options }),
+        IdempotencyModule.forRoot({ cache: new PostgresStore({ pool, sweepIntervalMs: 0 }), ...options, transactions: tx }),
       ],
       controllers: [ChargesController],
       providers: [
@@ -192,15 +211,75 @@ describePg('@Idempotent({ transactional: true }) on PostgreSQL', () => {
       expect((await charge(base, key('envelope'))).text).toBe(first.text);
     });
 
-    it('the handler throws after its INSERT: rolled back, its error goes out, and the retry runs', async () => {
+    it('the handler throws after its INSERT: rolled back, its error goes out, and the retry runs and succeeds', async () => {
       const { base } = await app(adapter);
-      const failed = await charge(base, key('throws'), { amount: 100, outcome: 'throw' });
+      behaviour.failOnce = true;
+      const failed = await charge(base, key('throws'));
       expect(failed.status).toBe(400);
       expect(JSON.parse(failed.text)).toMatchObject({ message: 'card declined by the bank' });
       expect(await rows(key('throws'))).toBe(0);
       expect(await record(key('throws'))).toBeUndefined();
-      expect((await charge(base, key('throws'), { amount: 100, outcome: 'throw' })).status).toBe(400);
-      expect(await rows(key('throws'))).toBe(0);
+      expect(await charge(base, key('throws'))).toMatchObject({ status: 201 });
+      expect(await rows(key('throws'))).toBe(1);
+    });
+
+    it('REPEATABLE READ: a key taken over while the handler ran: the completion matches nothing, rolled back, 409', async () => {
+      const { base } = await app(adapter, {
+        transactionTimeoutMs: 300,
+        transactions: new PgTransactions(pool, 'REPEATABLE READ'),
+      });
+      behaviour.delayMs = 700;
+      const slow = charge(base, key('rr'));
+      await sleep(400);
+      behaviour.delayMs = 0;
+      const second = await charge(base, key('rr'));
+      expect(second.status).toBe(201);
+      const first = await slow;
+      expect(first.status).toBe(409);
+      expect(await rows(key('rr'))).toBe(1);
+    });
+
+    it.each([
+      ['node-postgres', { code: '40001' }],
+      ['TypeORM', { driverError: { code: '40P01' } }],
+    ])(
+      'COMMIT refused (serialization failure, deadlock; %s error): rolled back for sure, so 503 and the key is free at once',
+      async (driver, fields) => {
+        const { base, tx } = await app(adapter);
+        tx.beforeCommit = () => {
+          throw Object.assign(new Error('could not serialize access due to read/write dependencies'), fields);
+        };
+        const refused = await charge(base, key(`serialize-${driver}`));
+        expect(refused.status).toBe(503);
+        expect(await record(key(`serialize-${driver}`))).toBeUndefined();
+        expect((await charge(base, key(`serialize-${driver}`))).status).toBe(201);
+        expect(await rows(key(`serialize-${driver}`))).toBe(1);
+        expect(logs.errors).toHaveBeenCalledWith(expect.stringContaining('the transaction was rolled back, answering 503'));
+      },
+    );
+
+    it('an outer layer that fails after the handler: its error goes out, the handler result commits and is replayed', async () => {
+      const { base } = await app(adapter, {}, { interceptors: [FailingAfterInterceptor] });
+      const failed = await charge(base, key('outer-error'));
+      expect(failed.status).toBe(500);
+      const retry = await charge(base, key('outer-error'));
+      expect(retry.status).toBe(201);
+      expect(retry.headers.get('idempotent-replayed')).toBe('true');
+      expect(JSON.parse(retry.text)).toMatchObject({ amount: 100, outcome: 'paid' });
+      expect(await rows(key('outer-error'))).toBe(1);
+    });
+
+    it('a response that does not reach end() within the lease: rolled back, 503, the key freed', async () => {
+      const { base } = await app(adapter, { transactionTimeoutMs: 200 }, { interceptors: [LateInterceptor] });
+      const late = await charge(base, key('late'));
+      expect(late.status).toBe(503);
+      expect(late.headers.get('retry-after')).toBe('1');
+      expect(await rows(key('late'))).toBe(0);
+      // The lease has ended with the deadline, so the key is free: the retry runs (and is late again).
+      expect((await charge(base, key('late'))).status).toBe(503);
+      expect(logs.errors).toHaveBeenCalledWith(
+        expect.stringContaining('the response was not sent within the transaction timeout'),
+      );
     });
 
     it('a returned 4xx is committed with the writes and replayed', async () => {

@@ -18,7 +18,10 @@ export class PgTransactions implements IdempotencyTransactions {
   /** How many transactions committed. */
   commits = 0;
 
-  constructor(private readonly pool: pg.Pool) {}
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly isolation: 'READ COMMITTED' | 'REPEATABLE READ' | 'SERIALIZABLE' = 'READ COMMITTED',
+  ) {}
 
   /** The client of the transaction the caller runs in. */
   get client(): pg.PoolClient {
@@ -34,7 +37,7 @@ export class PgTransactions implements IdempotencyTransactions {
     const heard = (err: Error) => (broken = err);
     client.on('error', heard);
     try {
-      await client.query('BEGIN');
+      await client.query(`BEGIN ISOLATION LEVEL ${this.isolation}`);
       const sql: SqlExecutor = { query: async (text, values) => (await client.query(text, values)).rows };
       const result = await this.current.run(client, () => work(sql));
       const fault = this.beforeCommit;

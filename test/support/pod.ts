@@ -11,13 +11,19 @@ export interface PodOptions {
   postgresUrl?: string;
   /** Extra environment variables. */
   env?: NodeJS.ProcessEnv;
-  database: string;
+  /** SQLite file of the payments sample. */
+  database?: string;
   adapter?: 'express' | 'fastify';
   leaseMs?: number;
   providerLatencyMs?: number;
   /** Extra arguments for node, before the script. */
   nodeArgs?: string[];
+  /** Which sample: the payments API (default) or the ledger (charges in PostgreSQL, SAMPLE=ledger). */
+  sample?: 'payments' | 'ledger';
 }
+
+/** What the pod answers with 200 once it is up. */
+const READY_PATH = { payments: '/api/payments', ledger: '/api/ledger/charges' } as const;
 
 /** The compiled sample app (.build/, compiled on demand by test/support/build.ts) in a process of its own on 127.0.0.1. */
 export class Pod {
@@ -34,13 +40,14 @@ export class Pod {
       NODE_ENV: 'test',
       PORT: String(port),
       HOST: '127.0.0.1',
-      DATABASE: options.database,
+      DATABASE: options.database ?? '',
       ADAPTER: options.adapter ?? 'express',
       STORE: options.store ?? (options.redisUrl ? 'redis' : 'memory'),
       REDIS_URL: options.redisUrl ?? '',
       DATABASE_URL: options.postgresUrl ?? '',
       IDEMPOTENCY_LEASE_MS: options.leaseMs === undefined ? '' : String(options.leaseMs),
       PAYMENT_PROVIDER_LATENCY_MS: String(options.providerLatencyMs ?? 0),
+      SAMPLE: options.sample ?? 'payments',
       ...options.env,
     };
     const child = track(
@@ -53,7 +60,9 @@ export class Pod {
     for (let i = 0; i < 200; i++) {
       if (child.exitCode !== null) throw new Error(`pod exited with ${child.exitCode}: ${output.join('')}`);
       try {
-        const res = await fetch(`${pod.base}/api/payments`, { headers: { authorization: 'Bearer alice-token' } });
+        const res = await fetch(`${pod.base}${READY_PATH[options.sample ?? 'payments']}`, {
+          headers: { authorization: 'Bearer alice-token' },
+        });
         if (res.status === 200) return pod;
       } catch {
         // not listening yet

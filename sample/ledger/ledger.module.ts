@@ -1,0 +1,71 @@
+import { ClsPluginTransactional, TransactionHost } from '@nestjs-cls/transactional';
+import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import { type DynamicModule, Module } from '@nestjs/common';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import { ClsModule } from 'nestjs-cls';
+import { DataSource } from 'typeorm';
+import {
+  clsTransactions,
+  IdempotencyModule,
+  type IdempotencyModuleOptions,
+  type IdempotencyTransactions,
+  PostgresStore,
+  RedisCache,
+  RedisCacheOptions,
+} from '../../lib/index.js';
+import { AccountIdentityResolver } from '../account-identity.resolver.js';
+import { CachedChargesController } from './cached-charges.controller.js';
+import { Charge } from './charge.entity.js';
+import { ChargesController } from './charges.controller.js';
+import { ChargesService } from './charges.service.js';
+import { Faults } from './faults.js';
+import { LEDGER_OPTIONS, type LedgerOptions } from './ledger.options.js';
+
+/** The port, with the crash a test asks for between COMMIT and the response. */
+function crashingAfterCommit(transactions: IdempotencyTransactions, faults: Faults): IdempotencyTransactions {
+  return {
+    run: async (work) => {
+      const result = await transactions.run(work);
+      faults.afterCommit();
+      return result;
+    },
+  };
+}
+
+/**
+ * The second sample: charges in PostgreSQL through TypeORM and `@nestjs-cls/transactional`, made
+ * exactly-once by `@Idempotent({ transactional: true })` on PostgresStore. With `store: 'redis'` it
+ * runs the same route on RedisCache instead, as the cache-style contrast.
+ */
+@Module({})
+export class LedgerModule {
+  static register(options: LedgerOptions): DynamicModule {
+    const transactional = options.store === 'postgres';
+    return {
+      module: LedgerModule,
+      imports: [
+        TypeOrmModule.forRoot({ type: 'postgres', url: options.databaseUrl, entities: [Charge], synchronize: true }),
+        ClsModule.forRoot({
+          global: true,
+          middleware: { mount: true },
+          plugins: [new ClsPluginTransactional({ adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: DataSource }) })],
+        }),
+        IdempotencyModule.forRootAsync({
+          inject: [TransactionHost, Faults],
+          extraProviders: [Faults, { provide: LEDGER_OPTIONS, useValue: options }],
+          useFactory: (txHost: TransactionHost<TransactionalAdapterTypeOrm>, faults: Faults): IdempotencyModuleOptions => ({
+            cache: transactional
+              ? new PostgresStore({ connectionString: options.databaseUrl })
+              : new RedisCache(RedisCacheOptions.create().withUrl(options.redisUrl ?? 'redis://127.0.0.1:6379')),
+            transactions: crashingAfterCommit(clsTransactions(txHost), faults),
+            identity: AccountIdentityResolver,
+            leaseMs: options.leaseMs,
+            transactionTimeoutMs: options.transactionTimeoutMs,
+          }),
+        }),
+      ],
+      controllers: [transactional ? ChargesController : CachedChargesController],
+      providers: [{ provide: LEDGER_OPTIONS, useValue: options }, ChargesService, Faults, AccountIdentityResolver],
+    };
+  }
+}
