@@ -4,7 +4,6 @@ import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { type IdempotencyStore, InMemoryCache, PostgresStore, RedisCache, RedisCacheOptions } from '../lib/index.js';
 import { AppModule } from './app.module.js';
-import { LedgerModule } from './ledger/ledger.module.js';
 
 function numberFromEnv(name: string): number | undefined {
   const value = process.env[name];
@@ -34,9 +33,11 @@ function storeFromEnv(): IdempotencyStore | undefined {
 }
 
 /** SAMPLE=ledger: charges in PostgreSQL (DATABASE_URL), exactly-once with the idempotency record. */
-function ledgerFromEnv() {
+async function ledgerFromEnv() {
   const store = process.env.STORE || 'postgres';
   if (store !== 'postgres' && store !== 'redis') throw new Error(`SAMPLE=ledger needs STORE=postgres or redis, got ${store}`);
+  // Loaded only here: the payments sample runs without TypeORM and nestjs-cls.
+  const { LedgerModule } = await import('./ledger/ledger.module.js');
   return LedgerModule.register({
     databaseUrl: required('DATABASE_URL'),
     store,
@@ -63,7 +64,7 @@ function ledgerFromEnv() {
 async function bootstrap(): Promise<void> {
   const module =
     process.env.SAMPLE === 'ledger'
-      ? ledgerFromEnv()
+      ? await ledgerFromEnv()
       : AppModule.register({
           databasePath: process.env.DATABASE || 'payments.db',
           cache: storeFromEnv(),

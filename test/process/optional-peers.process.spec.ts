@@ -9,11 +9,17 @@ built('dist', '.build');
 
 const BLOCK = ['--import', './test/support/block-peers.mjs'];
 
-/** Each optional peer and the one built file that may name it: the store that loads it on demand. */
+/**
+ * Each optional peer and the built files that may name it: the store that loads it on demand. The
+ * transactions port takes the application's TransactionHost, so nothing names nestjs-cls at all.
+ */
 const PEERS = [
-  { name: 'ioredis', loader: 'stores/redis.cache.js' },
-  { name: 'pg', loader: 'stores/postgres.store.js' },
-  { name: 'better-sqlite3', loader: 'stores/sqlite.store.js' },
+  { name: 'ioredis', loaders: ['stores/redis.cache.js'] },
+  { name: 'pg', loaders: ['stores/postgres.store.js'] },
+  { name: 'better-sqlite3', loaders: ['stores/sqlite.store.js'] },
+  { name: 'nestjs-cls', loaders: [] },
+  { name: '@nestjs-cls/transactional', loaders: [] },
+  { name: 'typeorm', loaders: [] },
 ];
 
 function jsFiles(dir: string): string[] {
@@ -30,17 +36,20 @@ function run(script: string, env: NodeJS.ProcessEnv = {}): string {
   });
 }
 
-describe('ioredis, pg and better-sqlite3 are optional', () => {
-  it.each(PEERS)('only the $name store names $name, and loads it on demand', ({ name, loader }) => {
+describe('ioredis, pg, better-sqlite3, nestjs-cls and TypeORM are optional', () => {
+  it.each(PEERS)('only $loaders name $name, and load it on demand', ({ name, loaders }) => {
     const all = jsFiles('dist');
     expect(all.length).toBeGreaterThan(10);
     const naming = all
-      .filter((f) => new RegExp(`['"\`]${name}['"\`/]`).test(readFileSync(f, 'utf8')))
+      // An import, a dynamic import or a require of it; doc comments may name it.
+      .filter((f) => new RegExp(`(from\\s*|import\\(\\s*|require\\(\\s*)['"]${name}['"/]`).test(readFileSync(f, 'utf8')))
       .map((f) => relative('dist', f));
-    expect(naming).toEqual([loader]);
-    const source = readFileSync(join('dist', loader), 'utf8');
-    expect(source).not.toMatch(new RegExp(`^\\s*import[^(]*['"]${name}['"]`, 'm'));
-    expect(source).toContain(`import('${name}')`);
+    expect(naming).toEqual(loaders);
+    for (const loader of loaders) {
+      const source = readFileSync(join('dist', loader), 'utf8');
+      expect(source).not.toMatch(new RegExp(`^\\s*import[^(]*['"]${name}['"]`, 'm'));
+      expect(source).toContain(`import('${name}')`);
+    }
   });
 
   it('the blocking hook really hides them', () => {
@@ -73,8 +82,12 @@ describe('ioredis, pg and better-sqlite3 are optional', () => {
     ).toThrow("Cannot find package 'pg'");
   });
 
-  it('the sample app runs on InMemoryCache without ioredis and pg', async () => {
-    const pod = await Pod.start({ database: ':memory:', nodeArgs: BLOCK, env: { BLOCK_PEERS: 'ioredis,pg', STORE: 'memory' } });
+  it('the sample app runs on InMemoryCache without ioredis, pg, nestjs-cls and TypeORM', async () => {
+    const pod = await Pod.start({
+      database: ':memory:',
+      nodeArgs: BLOCK,
+      env: { BLOCK_PEERS: 'ioredis,pg,nestjs-cls,@nestjs-cls/transactional,typeorm', STORE: 'memory' },
+    });
     try {
       const first = await pay(pod.base, 'no-peers');
       const retry = await pay(pod.base, 'no-peers');

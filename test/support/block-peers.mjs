@@ -1,8 +1,8 @@
 // Loaded with `node --import`: makes the optional peers unresolvable, as on a machine where they are
-// not installed. BLOCK_PEERS (a comma list) narrows it; by default ioredis, pg and better-sqlite3.
+// not installed. BLOCK_PEERS (a comma list) narrows it; by default every optional peer.
 import { register } from 'node:module';
 
-const blocked = (process.env.BLOCK_PEERS ?? 'ioredis,pg,better-sqlite3').split(',');
+const blocked = (process.env.BLOCK_PEERS ?? 'ioredis,pg,better-sqlite3,nestjs-cls,@nestjs-cls/transactional,typeorm').split(',');
 const hooks = `
 const blocked = ${JSON.stringify(blocked)};
 export async function resolve(specifier, context, next) {
