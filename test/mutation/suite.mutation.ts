@@ -21,6 +21,7 @@ import '../unit/idempotency.module.spec.js';
 import '../unit/redis-cache.options.spec.js';
 import '../unit/in-memory.cache.spec.js';
 import '../unit/in-memory-contract.spec.js';
+import '../unit/cls.transactions.spec.js';
 import '../redis/redis-cache.redis.spec.js';
 import '../unit/sql.sweeper.spec.js';
 import '../sqlite/sqlite-store.sqlite.spec.js';

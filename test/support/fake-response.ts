@@ -19,6 +19,12 @@ export class FakeResponse {
   getHeaders(): Record<string, unknown> {
     return { ...this.headers };
   }
+  getHeaderNames(): string[] {
+    return Object.keys(this.headers);
+  }
+  removeHeader(name: string): void {
+    delete this.headers[name.toLowerCase()];
+  }
   writeHead(status: number, ...rest: unknown[]): this {
     this.statusCode = status;
     this.calls.push({ method: 'writeHead', args: [status, ...rest] });

@@ -176,4 +176,65 @@ describe('recordResponse', () => {
     recording.abandon();
     expect((res.end as unknown as () => string)()).toBe('replaced by someone else');
   });
+
+  describe('holding the head back (transactional routes)', () => {
+    function held(onEnd: (r: StoredResponse) => Promise<StoredResponse | void>) {
+      const res = new FakeResponse();
+      const onStream = jest.fn();
+      const stored: StoredResponse[] = [];
+      recordResponse(res.raw, { 'x-request-id': 'r-1' }, { onEnd: (r) => (stored.push(r), onEnd(r)), onStream }, true);
+      res.setHeader('x-request-id', 'r-1');
+      return { res, stored, onStream };
+    }
+
+    it('writes the head Fastify gave just before end() only once onEnd has settled, and records its status', async () => {
+      let settle!: () => void;
+      const { res, stored } = held(() => new Promise<void>((r) => (settle = r)));
+      res.raw.writeHead(201, { 'content-type': 'text/plain' });
+      res.raw.end('paid', 'utf8');
+      expect(res.calls).toEqual([]);
+      expect(stored[0]).toEqual({ status: 201, headers: { 'content-type': 'text/plain' }, body: Buffer.from('paid') });
+      settle();
+      await tick();
+      expect(res.calls).toEqual([
+        { method: 'writeHead', args: [201, { 'content-type': 'text/plain' }] },
+        { method: 'end', args: ['paid', 'utf8', undefined] },
+      ]);
+    });
+
+    it('sends the response onEnd resolves to instead: only the headers set before the handler stay', async () => {
+      const instead: StoredResponse = { status: 503, headers: { 'retry-after': '1' }, body: Buffer.from('{"error":"no"}') };
+      const { res } = held(() => Promise.resolve(instead));
+      res.setHeader('content-length', '4');
+      res.setHeader('etag', 'W/"x"');
+      res.raw.writeHead(201, { 'content-type': 'text/plain' });
+      res.raw.end('paid');
+      await tick();
+      expect(res.statusCode).toBe(503);
+      expect(res.getHeaders()).toEqual({ 'x-request-id': 'r-1', 'retry-after': '1', 'content-length': 14 });
+      expect(res.calls).toEqual([{ method: 'end', args: [Buffer.from('{"error":"no"}')] }]);
+    });
+
+    it('a replacement for a response whose head already went out is not sent: the original ends it', async () => {
+      const res = new FakeResponse();
+      recordResponse(
+        res.raw,
+        {},
+        { onEnd: () => Promise.resolve({ status: 503, headers: {}, body: Buffer.alloc(0) }), onStream: () => undefined },
+      );
+      res.raw.writeHead(201);
+      res.raw.end('paid');
+      await tick();
+      expect(res.calls.map((c) => c.method)).toEqual(['writeHead', 'end']);
+      expect(res.statusCode).toBe(201);
+    });
+
+    it('a write releases the held head first, then reports the stream', () => {
+      const { res, onStream } = held(() => Promise.resolve());
+      res.raw.writeHead(200, { 'content-type': 'text/plain' });
+      res.raw.write('part');
+      expect(res.calls.map((c) => c.method)).toEqual(['writeHead', 'write']);
+      expect(onStream).toHaveBeenCalledTimes(1);
+    });
+  });
 });
