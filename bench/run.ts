@@ -17,7 +17,7 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const DURATION_S = Number(process.env.BENCH_DURATION ?? 8);
 const CONNECTIONS = 50;
 // `noop` is the floor under any interceptor: Nest's interceptor pipeline with one that does nothing.
-const VARIANTS = ['bare', 'noop', 'memory', 'sqlite', 'redis', 'postgres'] as const;
+const VARIANTS = ['bare', 'noop', 'memory', 'sqlite', 'redis', 'postgres', 'postgres-tx'] as const;
 type Variant = (typeof VARIANTS)[number];
 const WORKLOADS = ['first', 'replay'] as const;
 type Workload = (typeof WORKLOADS)[number];
@@ -171,12 +171,14 @@ async function main(): Promise<void> {
   // Redis commands per request kind, counted by the server (CONFIG RESETSTAT, then fixed counts).
   const budget = await redisBudget(bases.redis, redisPort);
   const pgTrips = await postgresRoundTrips(bases.postgres, postgres);
+  const txTrips = await postgresRoundTrips(bases['postgres-tx'], postgres, 'TransactionalController.create', 'idempotency_tx');
   const micro = { heapPerRecord: await heapPerRecord(), ops: await storeOpsPerSecond(), fingerprint: fingerprintCost() };
   stopAll();
   await postgres.destroy();
   rmSync(dir, { recursive: true, force: true });
   process.stdout.write(
-    `PostgresStore round trips per request (counted by the server's pool; target 2 / 1 / 1): first ${pgTrips.first}, replay ${pgTrips.replay}, conflict ${pgTrips.conflict}\n`,
+    `PostgresStore round trips per request (counted by the server's pool; target 2 / 1 / 1): first ${pgTrips.first}, replay ${pgTrips.replay}, conflict ${pgTrips.conflict}\n` +
+      `transactional route (claim on the pool; BEGIN, completion, COMMIT on the transaction's client): first ${txTrips.first}, replay ${txTrips.replay}, conflict ${txTrips.conflict}\n`,
   );
 
   const table = report(cells, budget, micro, correctness);
@@ -187,7 +189,7 @@ async function main(): Promise<void> {
   writeFileSync(
     file,
     JSON.stringify(
-      { machine: machine(), seconds: (Date.now() - started) / 1000, cells, budget, pgTrips, micro, correctness },
+      { machine: machine(), seconds: (Date.now() - started) / 1000, cells, budget, pgTrips, txTrips, micro, correctness },
       null,
       2,
     ),
@@ -237,6 +239,8 @@ async function redisBudget(
 async function postgresRoundTrips(
   base: string,
   server: PostgresServer,
+  route = 'IdempotentController.create',
+  table = 'idempotency_records',
 ): Promise<Record<'first' | 'replay' | 'conflict', number>> {
   const N = 200;
   const per = async (fn: () => Promise<void>) => {
@@ -254,9 +258,9 @@ async function postgresRoundTrips(
   });
   // A conflict: the key is held in flight by "another pod" (a claim row written straight in).
   const held = `held-${randomUUID()}`;
-  const fingerprint = requestFingerprint('POST', '/tx', JSON.parse(BODY), 'IdempotentController.create');
+  const fingerprint = requestFingerprint('POST', '/tx', JSON.parse(BODY), route);
   await server.query(
-    `INSERT INTO idempotency_records (key, fingerprint, state, owner, expires_at)
+    `INSERT INTO ${table} (key, fingerprint, state, owner, expires_at)
      VALUES ($1, $2, 0, 'another pod', clock_timestamp() + interval '1 minute')`,
     [`idem:%:${held}`, fingerprint],
   );

@@ -22,11 +22,14 @@ import {
   RedisCacheOptions,
   SqliteStore,
 } from '../lib/index.js';
+import { PgTransactions } from '../test/support/pg-transactions.js';
 
 /**
- * One benchmark variant in a process of its own: VARIANT = bare | noop | memory | redis | postgres | sqlite,
- * PORT, REDIS_URL, PG_URL, SQLITE_FILE. The same trivial handler in each; GET /stats reports handler runs,
- * the process's CPU time and, for postgres, the statements its pool ran (one round trip each).
+ * One benchmark variant in a process of its own: VARIANT = bare | noop | memory | redis | postgres |
+ * postgres-tx | sqlite, PORT, REDIS_URL, PG_URL, SQLITE_FILE. The same trivial handler in each
+ * (postgres-tx: `transactional: true`, in a transaction of a node-postgres port); GET /stats reports
+ * handler runs, the process's CPU time and, for postgres and postgres-tx, the statements their pool
+ * and its clients ran (one round trip each).
  */
 const variant = process.env.VARIANT ?? 'bare';
 let runs = 0;
@@ -60,6 +63,16 @@ class IdempotentController {
   }
 }
 
+@Controller()
+class TransactionalController {
+  @Post('tx')
+  @HttpCode(201)
+  @Idempotent({ transactional: true })
+  create() {
+    return { txId: `tx-${++runs}` };
+  }
+}
+
 /** Does nothing: the cost of Nest's interceptor pipeline alone, the floor under any interceptor. */
 @Injectable()
 class NoopInterceptor implements NestInterceptor {
@@ -81,29 +94,49 @@ class NoopController {
 function controller() {
   if (variant === 'bare') return BareController;
   if (variant === 'noop') return NoopController;
+  if (variant === 'postgres-tx') return TransactionalController;
   return IdempotentController;
 }
 
 function imports() {
   if (variant === 'bare' || variant === 'noop') return [];
+  if (variant === 'postgres-tx') {
+    const pool = countedPool();
+    // A table of its own: the replay key of the run must not meet the plain postgres variant's record.
+    const cache = new PostgresStore({ pool, tableName: 'idempotency_tx' });
+    return [IdempotencyModule.forRoot({ cache, transactions: new PgTransactions(pool) })];
+  }
   return [IdempotencyModule.forRoot({ cache: store() })];
+}
+
+/** A pool that counts every statement, its own and its clients' (BEGIN, the completion, COMMIT). */
+function countedPool(): pg.Pool {
+  const pool = new pg.Pool({ connectionString: process.env.PG_URL, max: 8 });
+  const query = pool.query.bind(pool) as (config: object) => Promise<never>;
+  const connect = pool.connect.bind(pool) as () => Promise<pg.PoolClient>;
+  return Object.assign(Object.create(pool) as pg.Pool, {
+    query: (config: object) => {
+      queries++;
+      return query(config);
+    },
+    connect: async () => {
+      const client = await connect();
+      const clientQuery: (...args: unknown[]) => Promise<never> = client.query.bind(client);
+      return Object.assign(Object.create(client) as pg.PoolClient, {
+        query: (...args: unknown[]) => {
+          queries++;
+          return clientQuery(...args);
+        },
+        release: (err?: Error | boolean) => client.release(err),
+      });
+    },
+  });
 }
 
 function store(): IdempotencyStore {
   if (variant === 'redis') return new RedisCache(RedisCacheOptions.create().withUrl(process.env.REDIS_URL!));
   if (variant === 'sqlite') return new SqliteStore({ filename: process.env.SQLITE_FILE! });
-  if (variant === 'postgres') {
-    const pool = new pg.Pool({ connectionString: process.env.PG_URL, max: 4 });
-    const query = pool.query.bind(pool) as (config: object) => Promise<never>;
-    // Counted here, where each call is one round trip to the server.
-    const counted = Object.assign(Object.create(pool) as pg.Pool, {
-      query: (config: object) => {
-        queries++;
-        return query(config);
-      },
-    });
-    return new PostgresStore({ pool: counted });
-  }
+  if (variant === 'postgres') return new PostgresStore({ pool: countedPool() });
   return new InMemoryCache({ maxEntries: 1_000_000 });
 }
 
