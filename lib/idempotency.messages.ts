@@ -47,7 +47,7 @@ export const LOGS = {
   answeredOutside: 'a response was sent',
   abandoned: 'the request was abandoned (client gone, or an outer timeout or error)',
   transactionLost: (route: string) =>
-    `${route}: the transactional handler finished after its transactionTimeoutMs lease; its transaction is rolled back, answering 409`,
+    `${route}: the transactional request ran past its transactionTimeoutMs lease; its transaction is rolled back, answering 409`,
   transactionRolledBack: (route: string, reason: string) =>
     `${route}: the transaction was rolled back, answering 503; the key is released: ${reason}`,
   commitUnknown: (route: string, reason: string) =>
@@ -74,7 +74,7 @@ export const STORE_ERRORS = {
   postgresSchema: (reason: string) => `PostgresStore: the schema could not be created: ${reason}`,
   noRows:
     'the transactions executor returned neither rows nor a result with rows; pass clsTransactions() a query function that does',
-  noResponse: 'the response was not sent within the transaction timeout',
+  leaseOver: 'the transaction timeout passed before the response was complete',
 } as const;
 
 /** Errors that stop the application at startup: a misconfiguration is never left for run time. */

@@ -12,7 +12,7 @@ import type { ActiveClaim } from './interfaces/active-claim.interface.js';
 import type { SqlExecutor } from './interfaces/idempotency-transactions.interface.js';
 import type { StoredResponse } from './interfaces/stored-response.interface.js';
 
-/** The fenced completion matched no row: the lease ran out and the key may be another request's. */
+/** The lease ran out (the fenced completion matched no row, or its deadline passed): the key may be another request's. */
 class LeaseLost extends Error {}
 
 /**
@@ -29,6 +29,16 @@ function sqlState(err: unknown): string {
 }
 
 const reason = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
+/** `response`, unless the claim's lease ends first: the transaction must not wait for ever. One timer, transactional requests only. */
+function beforeLeaseEnds(response: Promise<StoredResponse>, claim: ActiveClaim): Promise<StoredResponse> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new LeaseLost(STORE_ERRORS.leaseOver)), claim.claimedAt + claim.leaseMs - Date.now());
+    timer.unref();
+  });
+  return Promise.race([response, late]).finally(() => clearTimeout(timer));
+}
 
 /**
  * Runs a `transactional: true` route: "claim outside, complete inside, fenced". The claim was
@@ -121,13 +131,16 @@ export class TransactionRunner {
 
       const work = async (sql: SqlExecutor): Promise<void> => {
         started = true;
+        // The handler is never cut short: rolled back under it, its later writes through txHost.tx
+        // would fall back to no transaction at all. A hung one is the database's to end
+        // (idle_in_transaction_session_timeout). Only the wait for its response is bounded.
         await handler();
         finished = true;
         if (handlerError) throw handlerError.error;
         // The response now travels through the outer layers to end(), which hands it over here.
         if (detached) deliver(rendered());
         else subscriber.complete();
-        const record = await this.within(final, claim);
+        const record = await beforeLeaseEnds(final, claim);
         const done = await store.completeIn!(
           sql,
           claim.cacheKey,
@@ -143,13 +156,13 @@ export class TransactionRunner {
         .run(work)
         .then(
           () => undefined,
-          (err: unknown) => this.failed(claim, err, { started, finished, completed, handlerError }),
+          (err: unknown) => this.failed(claim, err, { started, completed, handlerError }),
         )
         .then((instead) => {
           if (handlerError) {
             recording.abandon();
             subscriber.error(handlerError.error);
-          } else if (!finished) {
+          } else if (!started) {
             detached = true; // no handler ran: nothing to wait for once the error is out
             recording.abandon();
             const unavailable = new IdempotencyException(503, MESSAGES.unavailable, RETRY_AFTER);
@@ -167,16 +180,6 @@ export class TransactionRunner {
     });
   }
 
-  /** Waits for the response, at most until the lease ends: the transaction must not stay open for ever. */
-  private within(final: Promise<StoredResponse>, claim: ActiveClaim): Promise<StoredResponse> {
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(STORE_ERRORS.noResponse)), claim.claimedAt + claim.leaseMs - Date.now());
-      timer.unref();
-    });
-    return Promise.race([final, late]).finally(() => clearTimeout(timer));
-  }
-
   /**
    * After a rollback, or a COMMIT that failed: frees the key when the writes are known to be rolled
    * back, and says what the client gets instead of the handler's response.
@@ -184,17 +187,17 @@ export class TransactionRunner {
   private async failed(
     claim: ActiveClaim,
     err: unknown,
-    state: { started: boolean; finished: boolean; completed: boolean; handlerError?: object },
+    state: { started: boolean; completed: boolean; handlerError?: object },
   ): Promise<StoredResponse | undefined> {
     if (state.handlerError) {
       // The handler threw: its writes are rolled back, so a retry runs it again.
       await this.service.release(claim);
       return undefined;
     }
-    if (!state.finished) {
+    if (!state.started) {
       // No transaction, so no handler: BEGIN failed.
       this.logger.error(LOGS.beginFailed(claim.route, reason(err)));
-      if (!state.started) await this.service.release(claim);
+      await this.service.release(claim);
       return undefined;
     }
     if (err instanceof LeaseLost) {

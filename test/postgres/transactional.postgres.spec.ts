@@ -269,16 +269,17 @@ describePg('@Idempotent({ transactional: true }) on PostgreSQL', () => {
       expect(await rows(key('outer-error'))).toBe(1);
     });
 
-    it('a response that does not reach end() within the lease: rolled back, 503, the key freed', async () => {
+    it('a response that does not reach end() within the lease: rolled back at its end, 409, the key free', async () => {
       const { base } = await app(adapter, { transactionTimeoutMs: 200 }, { interceptors: [LateInterceptor] });
       const late = await charge(base, key('late'));
-      expect(late.status).toBe(503);
+      expect(late.status).toBe(409);
       expect(late.headers.get('retry-after')).toBe('1');
       expect(await rows(key('late'))).toBe(0);
       // The lease has ended with the deadline, so the key is free: the retry runs (and is late again).
-      expect((await charge(base, key('late'))).status).toBe(503);
-      expect(logs.errors).toHaveBeenCalledWith(
-        expect.stringContaining('the response was not sent within the transaction timeout'),
+      expect((await charge(base, key('late'))).status).toBe(409);
+      expect(await rows(key('late'))).toBe(0);
+      expect(logs.warnings).toHaveBeenCalledWith(
+        'ChargesController.create: the transactional request ran past its transactionTimeoutMs lease; its transaction is rolled back, answering 409',
       );
     });
 
@@ -313,7 +314,9 @@ describePg('@Idempotent({ transactional: true }) on PostgreSQL', () => {
       expect(await rows(key('taken'))).toBe(1);
       const replay = await charge(base, key('taken'));
       expect({ status: replay.status, text: replay.text }).toEqual({ status: 201, text: second.text });
-      expect(logs.warnings).toHaveBeenCalledWith(expect.stringContaining('ChargesController.create: the transactional handler'));
+      expect(logs.warnings).toHaveBeenCalledWith(
+        'ChargesController.create: the transactional request ran past its transactionTimeoutMs lease; its transaction is rolled back, answering 409',
+      );
     });
 
     it('the connection dies before COMMIT: 503, the key is kept until its lease ends, then exactly one rerun', async () => {
