@@ -17,7 +17,7 @@ import {
 } from '@nestjs/common';
 import { APP_INTERCEPTOR } from '@nestjs/core';
 import pg from 'pg';
-import { catchError, delay, map, mergeMap, type Observable, throwError, timeout, TimeoutError } from 'rxjs';
+import { catchError, delay, last, map, mergeMap, type Observable, throwError, timeout, TimeoutError } from 'rxjs';
 import {
   IdempotencyKey,
   IdempotencyModule,
@@ -82,11 +82,14 @@ class EnvelopeInterceptor implements NestInterceptor {
   }
 }
 
-/** Fails every response after the handler succeeded, as a broken serializer would. */
+/** Fails every response once the handler has completed, as a broken serializer would. */
 @Injectable()
 class FailingAfterInterceptor implements NestInterceptor {
   intercept(_: ExecutionContext, next: CallHandler): Observable<unknown> {
-    return next.handle().pipe(mergeMap(() => throwError(() => new Error('serializer broke'))));
+    return next.handle().pipe(
+      last(),
+      mergeMap(() => throwError(() => new Error('serializer broke'))),
+    );
   }
 }
 
@@ -221,6 +224,7 @@ describePg('@Idempotent({ transactional: true }) on PostgreSQL', () => {
       expect(await record(key('throws'))).toBeUndefined();
       expect(await charge(base, key('throws'))).toMatchObject({ status: 201 });
       expect(await rows(key('throws'))).toBe(1);
+      expect(logs.errors).not.toHaveBeenCalled();
     });
 
     it('REPEATABLE READ: a key taken over while the handler ran: the completion matches nothing, rolled back, 409', async () => {
@@ -346,6 +350,7 @@ describePg('@Idempotent({ transactional: true }) on PostgreSQL', () => {
       expect(await rows(key('begin'))).toBe(0);
       expect(await record(key('begin'))).toBeUndefined();
       expect(logs.errors).toHaveBeenCalledWith(expect.stringContaining('the transaction could not be opened'));
+      expect(logs.warnings).not.toHaveBeenCalled();
       await broken.end();
     });
 
@@ -363,6 +368,9 @@ describePg('@Idempotent({ transactional: true }) on PostgreSQL', () => {
       expect(retry.headers.get('idempotent-replayed')).toBe('true');
       expect(JSON.parse(retry.text)).toMatchObject({ amount: 100, outcome: 'paid' });
       expect(await rows(key('timeout'))).toBe(1);
+      expect(logs.warnings).toHaveBeenCalledWith(
+        'ChargesController.create: the request was abandoned (client gone, or an outer timeout or error) before the handler finished; it runs to completion and its own result is stored',
+      );
     });
 
     it('a stream returned at run time is rolled back, answered 500, and the key freed', async () => {
