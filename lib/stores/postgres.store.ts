@@ -100,29 +100,25 @@ export class PostgresStore implements IdempotencyStore {
     return { state: 'completed', record: decodeRecord(row.record!) };
   }
 
+  /** The same statement as {@link completeIn}, on the store's own pool: one round trip either way. */
   async commit(key: string, owner: string, record: IdempotencyRecord, ttlMs: number): Promise<boolean> {
-    return this.fenced(
-      `UPDATE ${this.qualified()} SET state = 1, owner = NULL, record = $3,
-         expires_at = clock_timestamp() + $4::bigint * interval '1 millisecond'
-       WHERE key = $1 AND owner = $2 AND state = 0 AND expires_at > clock_timestamp()`,
-      [key, owner, encodeRecord(record), ttlMs],
-    );
+    return this.completeIn({ query: (text, values) => this.run(text, values) }, key, owner, record, ttlMs);
   }
 
   /**
-   * The fenced commit as one statement in the caller's transaction, its placeholders in order for
-   * drivers that number them `?`. An UPDATE's row count is not in every driver's answer (TypeORM
-   * hands back `[rows, count]` for one), so a SELECT counts the updated rows.
+   * The fenced commit as one statement, here in the caller's transaction, its placeholders in order
+   * for drivers that number them `?`. An UPDATE's row count is not in every driver's answer (TypeORM
+   * hands back `[rows, count]` for one), so a SELECT counts the updated rows: always one row.
    */
   async completeIn(sql: SqlExecutor, key: string, owner: string, record: IdempotencyRecord, ttlMs: number): Promise<boolean> {
-    const rows = await sql.query(
+    const [row] = (await sql.query(
       `WITH done AS (UPDATE ${this.qualified()} SET state = 1, owner = NULL, record = $1,
          expires_at = clock_timestamp() + $2::bigint * interval '1 millisecond'
        WHERE key = $3 AND owner = $4 AND state = 0 AND expires_at > clock_timestamp() RETURNING 1)
        SELECT count(*)::int AS completed FROM done`,
       [encodeRecord(record), ttlMs, key, owner],
-    );
-    return (rows[0] as { completed?: number } | undefined)?.completed === 1;
+    )) as { completed: number }[];
+    return row.completed === 1;
   }
 
   async release(key: string, owner: string): Promise<boolean> {
