@@ -11,6 +11,7 @@ import {
   UseInterceptors,
 } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
 import pg from 'pg';
 import {
   type IdempotencyStore,
@@ -26,12 +27,14 @@ import { PgTransactions } from '../test/support/pg-transactions.js';
 
 /**
  * One benchmark variant in a process of its own: VARIANT = bare | noop | memory | redis | postgres |
- * postgres-tx | sqlite, PORT, REDIS_URL, PG_URL, SQLITE_FILE. The same trivial handler in each
+ * postgres-tx | sqlite, or fastify-<one of them> for the Fastify adapter; PORT, REDIS_URL, PG_URL, SQLITE_FILE. The same trivial handler in each
  * (postgres-tx: `transactional: true`, in a transaction of a node-postgres port); GET /stats reports
  * handler runs, the process's CPU time and, for postgres and postgres-tx, the statements their pool
  * and its clients ran (one round trip each).
  */
-const variant = process.env.VARIANT ?? 'bare';
+const fastify = process.env.VARIANT?.startsWith('fastify-') ?? false;
+// `fastify-memory` is `memory` on the Fastify adapter.
+const variant = (process.env.VARIANT ?? 'bare').replace(/^fastify-/, '');
 let runs = 0;
 let queries = 0;
 
@@ -143,8 +146,10 @@ function store(): IdempotencyStore {
 @Module({ imports: imports(), controllers: [StatsController, controller()] })
 class BenchModule {}
 
-const app = await NestFactory.create(BenchModule, { logger: ['error'] });
+const app = fastify
+  ? await NestFactory.create(BenchModule, new FastifyAdapter(), { logger: ['error'] })
+  : await NestFactory.create(BenchModule, { logger: ['error'] });
 await app.listen(Number(process.env.PORT), '127.0.0.1');
 process.send?.('ready');
-// Exit normally on SIGINT, so that node --cpu-prof can write its profile.
-process.on('SIGINT', () => process.exit(0));
+// Exit normally on a signal, so that node --cpu-prof can write its profile.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => process.exit(0));
