@@ -5,12 +5,6 @@ export const IDEMPOTENCY_MODULE_OPTIONS = Symbol('IDEMPOTENCY_MODULE_OPTIONS');
 export const IDEMPOTENT_ROUTE_METADATA = 'nestjs-idempotency:route';
 
 /**
- * Where the interceptor leaves the validated key for `@IdempotencyKey()`.
- * A symbol, so it cannot clash with anything a framework or app puts on the request.
- */
-export const IDEMPOTENCY_KEY_PROPERTY = Symbol('nestjs-idempotency:key');
-
-/**
  * Safe methods (RFC 9110 §9.2.1) change nothing, so there is nothing to deduplicate: `@Idempotent()`
  * on a route of one is refused at bootstrap, and an `@All()` route passes them through untouched.
  */

@@ -1,12 +1,13 @@
 import { type CallHandler, type ExecutionContext, Injectable, Logger, type NestInterceptor } from '@nestjs/common';
 import { Observable } from 'rxjs';
+import { rememberKey } from './http/request-key.store.js';
 import type { HttpRequestLike } from './http/request.reader.js';
 import { recordResponse } from './http/response.recorder.js';
 import { currentHeaders, isFastifyReply, rawResponse } from './http/response.adapter.js';
 import type { HeaderSnapshot } from './http/stored-headers.js';
 import { renderValue } from './http/value.renderer.js';
 import { answer, isStream } from './idempotency.answers.js';
-import { IDEMPOTENCY_KEY_PROPERTY, SAFE_METHODS } from './idempotency.constants.js';
+import { SAFE_METHODS } from './idempotency.constants.js';
 import { LOGS } from './idempotency.messages.js';
 import { IdempotencyService } from './idempotency.service.js';
 import type { ActiveClaim } from './interfaces/active-claim.interface.js';
@@ -37,7 +38,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
     if (context.getType() !== 'http') return next.handle();
     const http = context.switchToHttp();
-    const request = http.getRequest<HttpRequestLike & Record<symbol, unknown>>();
+    const request = http.getRequest<HttpRequestLike>();
     // An @All() route also serves safe methods, which have nothing to deduplicate.
     if (SAFE_METHODS.has(request.method)) return next.handle();
     const response = http.getResponse<object>();
@@ -50,7 +51,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       throw err;
     }
     if (!claim) return next.handle();
-    request[IDEMPOTENCY_KEY_PROPERTY] = claim.key;
+    rememberKey(request, claim.key);
     return route.transactional ? this.transactions.run(claim, response, next) : this.run(claim, response, next);
   }
 

@@ -31,18 +31,118 @@ function toBuffer(chunk: unknown, encoding: unknown): Buffer {
 }
 
 /** Sends `response` in place of what `end()` was given: headers set since `before` go, its own come. */
-function sendInstead(
-  raw: ServerResponse,
-  end: (...a: unknown[]) => ServerResponse,
-  response: StoredResponse,
-  before: HeaderSnapshot,
-) {
+function sendInstead(raw: ServerResponse, end: Method, response: StoredResponse, before: HeaderSnapshot) {
   for (const name of raw.getHeaderNames()) if (!(name in before)) raw.removeHeader(name);
   raw.statusCode = response.status;
   for (const name of Object.keys(response.headers)) raw.setHeader(name, response.headers[name]);
   // Set, not left to Node: removing Express's content-length made Node fall back to chunked.
   raw.setHeader('content-length', response.body.length);
   end.call(raw, response.body);
+}
+
+type Method = (this: ServerResponse, ...args: unknown[]) => unknown;
+
+/** One response being recorded. Kept after it stops, so that a late call still reaches the methods it stood in for. */
+interface Recording {
+  active: boolean;
+  readonly raw: ServerResponse;
+  readonly before: HeaderSnapshot;
+  readonly hooks: RecorderHooks;
+  readonly holdHead: boolean;
+  /** The methods recording stands in for, as the response had them. */
+  readonly writeHead: Method;
+  readonly write: Method;
+  readonly end: Method;
+  /** Recording by prototype; otherwise the methods were own properties, and are put back. */
+  readonly byPrototype: boolean;
+  headHeaders: HeaderInput;
+  heldHead: unknown[] | undefined;
+}
+
+const recordings = new WeakMap<object, Recording>();
+/** A recording prototype per base prototype (Express's `app.response`, Node's `ServerResponse`). */
+const prototypes = new WeakMap<object, object>();
+const ours = new WeakSet<object>();
+
+function stop(recording: Recording): void {
+  if (!recording.active) return;
+  recording.active = false;
+  // A recording prototype stays: its methods pass through from now on, and swapping back would cost
+  // as much again as swapping in.
+  if (recording.byPrototype) return;
+  const { raw } = recording;
+  raw.writeHead = recording.writeHead as ServerResponse['writeHead'];
+  raw.write = recording.write as ServerResponse['write'];
+  raw.end = recording.end as ServerResponse['end'];
+}
+
+function releaseHead(recording: Recording): void {
+  if (recording.heldHead) recording.writeHead.apply(recording.raw, recording.heldHead);
+  recording.heldHead = undefined;
+}
+
+function recordHead(recording: Recording, raw: ServerResponse, status: number, rest: unknown[]): unknown {
+  if (!recording.active) return recording.writeHead.call(raw, status, ...rest);
+  // writeHead(status, headers) or writeHead(status, reason, headers)
+  recording.headHeaders = (typeof rest[0] === 'string' ? rest[1] : rest[0]) as HeaderInput;
+  if (!recording.holdHead) return recording.writeHead.call(raw, status, ...rest);
+  recording.heldHead = [status, ...rest];
+  return raw;
+}
+
+function recordWrite(recording: Recording, raw: ServerResponse, args: unknown[]): unknown {
+  if (recording.active) {
+    stop(recording);
+    releaseHead(recording);
+    recording.hooks.onStream();
+  }
+  return recording.write.apply(raw, args);
+}
+
+function recordEnd(recording: Recording, raw: ServerResponse, chunk: unknown, encoding: unknown, callback: unknown): unknown {
+  if (!recording.active) return recording.end.call(raw, chunk, encoding, callback);
+  stop(recording);
+  const { before, heldHead } = recording;
+  const headers: Record<string, string | string[]> = {};
+  addHeaders(headers, raw.getHeaders(), before);
+  addHeaders(headers, recording.headHeaders, before);
+  const status = heldHead ? (heldHead[0] as number) : raw.statusCode;
+  const response: StoredResponse = { status, headers, body: toBuffer(chunk, encoding) };
+  const send = (): void => {
+    releaseHead(recording);
+    recording.end.call(raw, chunk, encoding, callback);
+  };
+  recording.hooks.onEnd(response).then((instead) => {
+    if (instead && !raw.headersSent) sendInstead(raw, recording.end, instead, before);
+    else send();
+  }, send);
+  return raw;
+}
+
+// The prototype's stand-ins are shared by every response; each finds its recording by `this`.
+function sharedWriteHead(this: ServerResponse, status: number, ...rest: unknown[]): unknown {
+  return recordHead(recordings.get(this)!, this, status, rest);
+}
+function sharedWrite(this: ServerResponse, ...args: unknown[]): unknown {
+  return recordWrite(recordings.get(this)!, this, args);
+}
+function sharedEnd(this: ServerResponse, chunk?: unknown, encoding?: unknown, callback?: unknown): unknown {
+  return recordEnd(recordings.get(this)!, this, chunk, encoding, callback);
+}
+
+function prototypeFor(base: object): object {
+  let proto = prototypes.get(base);
+  if (!proto) {
+    const method = (value: unknown) => ({ value, writable: true, configurable: true });
+    proto = Object.create(base, {
+      writeHead: method(sharedWriteHead),
+      write: method(sharedWrite),
+      end: method(sharedEnd),
+    }) as object;
+    prototypes.set(base, proto);
+    ours.add(proto);
+  }
+  return proto;
 }
 
 /**
@@ -55,6 +155,12 @@ function sendInstead(
  * `holdHead` also holds back `writeHead()` (Fastify calls it just before `end()`), so that `onEnd`
  * can still replace the whole response: a transactional route whose COMMIT failed must not send the
  * success its handler produced.
+ *
+ * The response's prototype is swapped for a cached one that records, rather than its methods
+ * assigned: own properties added to every response gave each a hidden class of its own, which cost
+ * more CPU and garbage per request than the rest of the recording together. A response whose
+ * methods are own properties already (a compression or session middleware wrapped them) has them
+ * wrapped in turn, so the recorder still sees what those wrappers pass on.
  */
 export function recordResponse(
   raw: ServerResponse,
@@ -62,59 +168,39 @@ export function recordResponse(
   hooks: RecorderHooks,
   holdHead = false,
 ): ResponseRecording {
-  // Unbound on purpose: put back as they were, or called with the response as `this`.
-  // eslint-disable-next-line @typescript-eslint/unbound-method
-  const original = { writeHead: raw.writeHead, write: raw.write, end: raw.end };
-  const writeHead = original.writeHead as (...args: unknown[]) => ServerResponse;
-  let headHeaders: HeaderInput;
-  let heldHead: unknown[] | undefined;
-  let active = true;
-
-  const restore = (): void => {
-    if (!active) return;
-    active = false;
-    raw.writeHead = original.writeHead;
-    raw.write = original.write;
-    raw.end = original.end;
+  const base = Object.getPrototypeOf(raw) as object;
+  const byPrototype =
+    !ours.has(base) && !Object.hasOwn(raw, 'writeHead') && !Object.hasOwn(raw, 'write') && !Object.hasOwn(raw, 'end');
+  const recording: Recording = {
+    active: true,
+    raw,
+    before,
+    hooks,
+    holdHead,
+    // Unbound on purpose: called with the response as `this`, or put back as they were.
+    /* eslint-disable @typescript-eslint/unbound-method */
+    writeHead: raw.writeHead as Method,
+    write: raw.write as Method,
+    end: raw.end as Method,
+    /* eslint-enable @typescript-eslint/unbound-method */
+    byPrototype,
+    headHeaders: undefined,
+    heldHead: undefined,
   };
-
-  raw.writeHead = function (this: ServerResponse, status: number, ...rest: unknown[]) {
-    // writeHead(status, headers) or writeHead(status, reason, headers)
-    headHeaders = (typeof rest[0] === 'string' ? rest[1] : rest[0]) as HeaderInput;
-    if (!holdHead) return writeHead.call(this, status, ...rest);
-    heldHead = [status, ...rest];
-    return this;
-  };
-  const releaseHead = (self: ServerResponse): void => {
-    if (heldHead) writeHead.apply(self, heldHead);
-    heldHead = undefined;
-  };
-
-  raw.write = function (this: ServerResponse, ...args: unknown[]) {
-    restore();
-    releaseHead(this);
-    hooks.onStream();
-    return (original.write as (...a: unknown[]) => boolean).apply(this, args);
-  } as ServerResponse['write'];
-
-  raw.end = function (this: ServerResponse, chunk?: unknown, encoding?: unknown, callback?: unknown) {
-    restore();
-    const headers: Record<string, string | string[]> = {};
-    addHeaders(headers, this.getHeaders(), before);
-    addHeaders(headers, headHeaders, before);
-    const status = heldHead ? (heldHead[0] as number) : this.statusCode;
-    const response: StoredResponse = { status, headers, body: toBuffer(chunk, encoding) };
-    const end = original.end as (...a: unknown[]) => ServerResponse;
-    const send = (): void => {
-      releaseHead(this);
-      end.call(this, chunk, encoding, callback);
-    };
-    hooks.onEnd(response).then((instead) => {
-      if (instead && !this.headersSent) sendInstead(this, end, instead, before);
-      else send();
-    }, send);
-    return this;
-  } as ServerResponse['end'];
-
-  return { abandon: restore };
+  if (byPrototype) {
+    recordings.set(raw, recording);
+    Object.setPrototypeOf(raw, prototypeFor(base));
+  } else {
+    // Closures, not the shared stand-ins: they chain when a response is recorded twice at once.
+    raw.writeHead = function (this: ServerResponse, status: number, ...rest: unknown[]) {
+      return recordHead(recording, this, status, rest);
+    } as ServerResponse['writeHead'];
+    raw.write = function (this: ServerResponse, ...args: unknown[]) {
+      return recordWrite(recording, this, args);
+    } as ServerResponse['write'];
+    raw.end = function (this: ServerResponse, chunk?: unknown, encoding?: unknown, callback?: unknown) {
+      return recordEnd(recording, this, chunk, encoding, callback);
+    } as ServerResponse['end'];
+  }
+  return { abandon: () => stop(recording) };
 }

@@ -3,7 +3,8 @@ import { type CallHandler, HttpException, StreamableFile } from '@nestjs/common'
 import { lastValueFrom, Observable, of, Subject, throwError } from 'rxjs';
 import { IdempotencyException } from '../../lib/index.js';
 import { IdempotentReplay } from '../../lib/exceptions/idempotent-replay.exception.js';
-import { IDEMPOTENCY_KEY_PROPERTY, IDEMPOTENT_ROUTE_METADATA } from '../../lib/idempotency.constants.js';
+import { IDEMPOTENT_ROUTE_METADATA } from '../../lib/idempotency.constants.js';
+import { keyOf } from '../../lib/http/request-key.store.js';
 import { httpContext } from '../support/contexts.js';
 import { FakeResponse } from '../support/fake-response.js';
 import { spyOnLogger } from '../support/logger.js';
@@ -54,7 +55,7 @@ describe('IdempotencyInterceptor', () => {
     const source = of(1);
     expect(await interceptor.intercept(context(), next(source))).toBe(source);
     expect(store.calls).toEqual([]);
-    expect(req[IDEMPOTENCY_KEY_PROPERTY]).toBeUndefined();
+    expect(keyOf(req)).toBeUndefined();
     expect(held()).toBe(0);
   });
 
@@ -63,7 +64,7 @@ describe('IdempotencyInterceptor', () => {
     res.setHeader('x-request-id', 'r-1');
     const out = await interceptor.intercept(context(), next(of({ id: 1 })));
     expect(store.calls.map((c) => c[0])).toEqual(['claim']);
-    expect(req[IDEMPOTENCY_KEY_PROPERTY]).toBe('k');
+    expect(keyOf(req)).toBe('k');
     expect(held()).toBe(1);
     expect(await lastValueFrom(out)).toEqual({ id: 1 });
     expect(held()).toBe(1);

@@ -9,11 +9,8 @@ import {
   Idempotent,
   InMemoryCache,
 } from '../../lib/index.js';
-import {
-  IDEMPOTENCY_KEY_PROPERTY,
-  IDEMPOTENCY_MODULE_OPTIONS,
-  IDEMPOTENT_ROUTE_METADATA,
-} from '../../lib/idempotency.constants.js';
+import { IDEMPOTENCY_MODULE_OPTIONS, IDEMPOTENT_ROUTE_METADATA } from '../../lib/idempotency.constants.js';
+import { rememberKey } from '../../lib/http/request-key.store.js';
 import { IdempotencyService, type ResolvedIdempotencyOptions } from '../../lib/index.js';
 import { httpContext } from '../support/contexts.js';
 import { Config, ConfigModule, OptionsFactory } from '../support/fixtures.js';
@@ -185,8 +182,11 @@ describe('decorators', () => {
       { factory: (data: unknown, context: unknown) => unknown }
     >;
     const [param] = Object.values(args);
-    const request = { [IDEMPOTENCY_KEY_PROPERTY]: 'key-1' };
+    const request = {};
     const context = httpContext({ request });
+    expect(param.factory(undefined, context)).toBeUndefined();
+    rememberKey(request, 'key-1');
     expect(param.factory(undefined, context)).toBe('key-1');
+    expect(param.factory(undefined, httpContext({ request: {} }))).toBeUndefined();
   });
 });

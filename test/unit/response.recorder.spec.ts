@@ -1,11 +1,43 @@
-import { describe, expect, it, jest } from '@jest/globals';
+import { beforeEach, describe, expect, it, jest } from '@jest/globals';
 import type { StoredResponse } from '../../lib/index.js';
-import { recordResponse } from '../../lib/http/response.recorder.js';
+import { type RecorderHooks, recordResponse } from '../../lib/http/response.recorder.js';
 import { FakeResponse } from '../support/fake-response.js';
 import { tick } from '../support/timing.js';
 
-function recorder(onEnd: (r: StoredResponse) => Promise<void> = async () => undefined, before: Record<string, unknown> = {}) {
+type Mode = 'by prototype' | 'own methods';
+
+/**
+ * A response as the recorder meets it: methods on the prototype (Node, Express), or own properties a
+ * middleware put there (compression, express-session), which the recorder must wrap in turn.
+ */
+function fakeResponse(mode: Mode): FakeResponse {
   const res = new FakeResponse();
+  if (mode === 'own methods') {
+    for (const name of ['writeHead', 'write', 'end'] as const) {
+      const inner = FakeResponse.prototype[name] as (...a: unknown[]) => unknown;
+      (res as unknown as Record<string, unknown>)[name] = function (this: FakeResponse, ...args: unknown[]) {
+        return inner.apply(this, args);
+      };
+    }
+  }
+  return res;
+}
+
+let mode: Mode = 'by prototype';
+
+/**
+ * Own methods are put back as they were; a recording prototype stays (it passes through, as the
+ * tests' later calls show), and no own method is left behind.
+ */
+function expectPutBack(res: FakeResponse, originals: Pick<FakeResponse, 'writeHead' | 'write' | 'end'>) {
+  for (const name of ['writeHead', 'write', 'end'] as const) {
+    if (mode === 'own methods') expect(res[name]).toBe(originals[name]);
+    else expect(Object.hasOwn(res, name)).toBe(false);
+  }
+}
+
+function recorder(onEnd: (r: StoredResponse) => Promise<void> = async () => undefined, before: Record<string, unknown> = {}) {
+  const res = fakeResponse(mode);
   const originals = { writeHead: res.writeHead, write: res.write, end: res.end };
   const stored: StoredResponse[] = [];
   const onStream = jest.fn();
@@ -19,7 +51,11 @@ function recorder(onEnd: (r: StoredResponse) => Promise<void> = async () => unde
   return { res, originals, stored, onStream, recording };
 }
 
-describe('recordResponse', () => {
+describe.each<Mode>(['by prototype', 'own methods'])('recordResponse, methods %s', (current) => {
+  beforeEach(() => {
+    mode = current;
+  });
+
   it('leaves out headers the response held before the handler ran, unless their value changed', async () => {
     const before = {
       'access-control-allow-origin': 'https://a.example',
@@ -140,9 +176,7 @@ describe('recordResponse', () => {
     store();
     await tick();
     expect(res.calls).toEqual([{ method: 'end', args: ['body', 'utf8', callback] }]);
-    expect(res.end).toBe(originals.end);
-    expect(res.writeHead).toBe(originals.writeHead);
-    expect(res.write).toBe(originals.write);
+    expectPutBack(res, originals);
   });
 
   it('still ends the response when storing fails', async () => {
@@ -157,9 +191,7 @@ describe('recordResponse', () => {
     expect(res.raw.write('part', 'utf8')).toBe(true);
     expect(onStream).toHaveBeenCalledTimes(1);
     expect(res.calls).toEqual([{ method: 'write', args: ['part', 'utf8'] }]);
-    expect(res.write).toBe(originals.write);
-    expect(res.end).toBe(originals.end);
-    expect(res.writeHead).toBe(originals.writeHead);
+    expectPutBack(res, originals);
     res.raw.write('more');
     res.raw.end();
     expect(onStream).toHaveBeenCalledTimes(1);
@@ -169,7 +201,7 @@ describe('recordResponse', () => {
   it('abandon() restores the response and records nothing; a second abandon() changes nothing', () => {
     const { res, originals, stored, recording } = recorder();
     recording.abandon();
-    expect(res.end).toBe(originals.end);
+    expectPutBack(res, originals);
     res.raw.end('x');
     expect(stored).toEqual([]);
     res.end = (() => 'replaced by someone else') as never;
@@ -179,7 +211,7 @@ describe('recordResponse', () => {
 
   describe('holding the head back (transactional routes)', () => {
     function held(onEnd: (r: StoredResponse) => Promise<StoredResponse | void>) {
-      const res = new FakeResponse();
+      const res = fakeResponse(mode);
       const onStream = jest.fn();
       const stored: StoredResponse[] = [];
       recordResponse(res.raw, { 'x-request-id': 'r-1' }, { onEnd: (r) => (stored.push(r), onEnd(r)), onStream }, true);
@@ -216,7 +248,7 @@ describe('recordResponse', () => {
     });
 
     it('a replacement for a response whose head already went out is not sent: the original ends it', async () => {
-      const res = new FakeResponse();
+      const res = fakeResponse(mode);
       recordResponse(
         res.raw,
         {},
@@ -236,5 +268,95 @@ describe('recordResponse', () => {
       expect(res.calls.map((c) => c.method)).toEqual(['writeHead', 'write']);
       expect(onStream).toHaveBeenCalledTimes(1);
     });
+  });
+});
+
+describe('recordResponse, how it stands in for the methods', () => {
+  const hooks = (onEnd: RecorderHooks['onEnd'] = () => Promise.resolve()): RecorderHooks => ({
+    onEnd,
+    onStream: () => undefined,
+  });
+
+  it('swaps the prototype: no own property is added, responses of one prototype share one, which passes through once stopped', async () => {
+    const [a, b] = [new FakeResponse(), new FakeResponse()];
+    const ownKeys = Reflect.ownKeys(a);
+    const stored: StoredResponse[] = [];
+    recordResponse(
+      a.raw,
+      {},
+      hooks((r) => (stored.push(r), Promise.resolve())),
+    );
+    const recordingB = recordResponse(
+      b.raw,
+      {},
+      hooks((r) => (stored.push(r), Promise.resolve())),
+    );
+    expect(Reflect.ownKeys(a)).toEqual(ownKeys);
+    const proto = Object.getPrototypeOf(a) as object;
+    expect(proto).not.toBe(FakeResponse.prototype);
+    expect(Object.getPrototypeOf(proto)).toBe(FakeResponse.prototype);
+    expect(Object.getPrototypeOf(b)).toBe(proto);
+    a.raw.end('x');
+    recordingB.abandon();
+    b.raw.writeHead(201);
+    b.raw.write('w');
+    b.raw.end('y');
+    await tick();
+    a.raw.end('again');
+    expect(stored.map((r) => r.body.toString())).toEqual(['x']);
+    expect(a.calls).toEqual([
+      { method: 'end', args: ['x', undefined, undefined] },
+      { method: 'end', args: ['again', undefined, undefined] },
+    ]);
+    expect(b.calls).toEqual([
+      { method: 'writeHead', args: [201] },
+      { method: 'write', args: ['w'] },
+      { method: 'end', args: ['y', undefined, undefined] },
+    ]);
+    expect(Reflect.ownKeys(a)).toEqual(ownKeys);
+    expect(a instanceof FakeResponse).toBe(true);
+  });
+
+  it('a stand-in kept and called after the response was re-pointed at another prototype passes through', async () => {
+    class Other extends FakeResponse {}
+    const res = new FakeResponse();
+    const stored: StoredResponse[] = [];
+    const recording = recordResponse(
+      res.raw,
+      {},
+      hooks((r) => (stored.push(r), Promise.resolve())),
+    );
+    const [writeHead, write, end] = [res.raw.writeHead, res.raw.write, res.raw.end] as ((...a: unknown[]) => unknown)[];
+    Object.setPrototypeOf(res, Other.prototype);
+    recording.abandon();
+    writeHead.call(res.raw, 202);
+    write.call(res.raw, 'a');
+    end.call(res.raw, 'b');
+    await tick();
+    expect(stored).toEqual([]);
+    expect(res.calls.map((c) => [c.method, c.args[0]])).toEqual([
+      ['writeHead', 202],
+      ['write', 'a'],
+      ['end', 'b'],
+    ]);
+  });
+
+  it('records a response recorded twice at once (two interceptors) in both, the inner one first, and ends it once', async () => {
+    const res = new FakeResponse();
+    const order: string[] = [];
+    recordResponse(
+      res.raw,
+      {},
+      hooks(async (r) => void order.push(`outer ${r.body.toString()}`)),
+    );
+    recordResponse(
+      res.raw,
+      {},
+      hooks(async (r) => void order.push(`inner ${r.body.toString()}`)),
+    );
+    res.raw.end('x');
+    for (let i = 0; i < 5; i++) await tick();
+    expect(order).toEqual(['inner x', 'outer x']);
+    expect(res.calls).toEqual([{ method: 'end', args: ['x', undefined, undefined] }]);
   });
 });
