@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { createHash } from 'node:crypto';
+import type { Writable } from 'node:stream';
 import { MAX_TIMER_MS } from '../idempotency.constants.js';
 import { CONFIG_ERRORS, LOGS, STORE_ERRORS } from '../idempotency.messages.js';
 import type {
@@ -23,6 +24,7 @@ export class RedisCache implements IdempotencyStore {
   private readonly client: Promise<ScriptedClient>;
   private readonly owned: boolean;
   private readonly timeoutMs: number;
+  private corked = false;
 
   constructor(options: RedisCacheOptions) {
     if (!(options instanceof RedisCacheOptions)) throw new Error(CONFIG_ERRORS.redisOptions);
@@ -41,7 +43,7 @@ export class RedisCache implements IdempotencyStore {
   async claim(key: string, claim: IdempotencyClaim): Promise<ClaimOutcome> {
     const client = await this.client;
     const value = encodeClaim(claim.owner, claim.fingerprint);
-    const held = await this.bounded(client.nestjsIdempotencyClaimBuffer(key, value, claim.leaseMs));
+    const held = await this.bounded(this.batched(client).nestjsIdempotencyClaimBuffer(key, value, claim.leaseMs));
     if (held === null) return { state: 'claimed' };
     if (typeof held === 'number') {
       this.foreign();
@@ -53,7 +55,7 @@ export class RedisCache implements IdempotencyStore {
     // unchanged, in one more round trip that only such a key costs.
     this.foreign();
     const sha1 = createHash('sha1').update(held).digest('hex');
-    const now = await this.bounded(client.nestjsIdempotencyTakeOverBuffer(key, sha1, value, claim.leaseMs));
+    const now = await this.bounded(this.batched(client).nestjsIdempotencyTakeOverBuffer(key, sha1, value, claim.leaseMs));
     const after = now && decodeEntry(now);
     if (now && !after) throw new Error(STORE_ERRORS.redisForeign);
     return after ?? { state: 'claimed' };
@@ -61,17 +63,20 @@ export class RedisCache implements IdempotencyStore {
 
   async commit(key: string, owner: string, record: IdempotencyRecord, ttlMs: number): Promise<boolean> {
     const client = await this.client;
-    return (await this.bounded(client.nestjsIdempotencyCommit(key, ownerPrefix(owner), encodeRecord(record), ttlMs))) === 1;
+    return (
+      (await this.bounded(this.batched(client).nestjsIdempotencyCommit(key, ownerPrefix(owner), encodeRecord(record), ttlMs))) ===
+      1
+    );
   }
 
   async release(key: string, owner: string): Promise<boolean> {
     const client = await this.client;
-    return (await this.bounded(client.nestjsIdempotencyRelease(key, ownerPrefix(owner)))) === 1;
+    return (await this.bounded(this.batched(client).nestjsIdempotencyRelease(key, ownerPrefix(owner)))) === 1;
   }
 
   async renew(key: string, owner: string, leaseMs: number): Promise<boolean> {
     const client = await this.client;
-    return (await this.bounded(client.nestjsIdempotencyRenew(key, ownerPrefix(owner), leaseMs))) === 1;
+    return (await this.bounded(this.batched(client).nestjsIdempotencyRenew(key, ownerPrefix(owner), leaseMs))) === 1;
   }
 
   private foreign(): void {
@@ -112,6 +117,26 @@ export class RedisCache implements IdempotencyStore {
       down = false;
     });
     return this.prepare(client);
+  }
+
+  /**
+   * Every ioredis command is a socket write of its own: a write system call per command, which cost
+   * a first request more than the rest of its Redis work. On the store's own client the socket is
+   * corked until the event loop has run what is ready, so the commands of every request in that
+   * turn leave in one write. Not on a client the application passed in: it may be a Cluster, and its
+   * socket is not ours to hold.
+   */
+  private batched(client: ScriptedClient): ScriptedClient {
+    if (this.corked || !this.owned) return client;
+    const { stream, status } = client as unknown as { stream?: Writable; status?: string };
+    if (!stream || status !== 'ready') return client;
+    this.corked = true;
+    stream.cork();
+    setImmediate(() => {
+      this.corked = false;
+      stream.uncork();
+    });
+    return client;
   }
 
   private bounded<T>(command: Promise<T>): Promise<T> {

@@ -51,6 +51,34 @@ describeRedis('RedisCache on a standalone redis-server', () => {
     expect(Object.keys(stats).filter((c) => !['evalsha', 'get', 'set', 'config|resetstat', 'info'].includes(c))).toEqual([]);
   });
 
+  it('sends the commands of one event-loop turn in one socket write on its own client, not on a client passed in', async () => {
+    /** Calls into the socket's write path (one write system call each) for 20 claims sent at once. */
+    const socketWrites = async (store: RedisCache, tag: string) => {
+      await store.claim(`idem:${tag}-warm`, { owner: 'o', fingerprint: 'f', leaseMs: 1000 });
+      const { stream } = await (store as unknown as { client: Promise<{ stream: Record<string, (...a: unknown[]) => void> }> })
+        .client;
+      let calls = 0;
+      const original = { _write: stream._write, _writev: stream._writev };
+      for (const name of ['_write', '_writev'] as const) {
+        stream[name] = function (this: unknown, ...args: unknown[]) {
+          calls++;
+          return original[name].apply(this, args);
+        };
+      }
+      const outcomes = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => store.claim(`idem:${tag}-${i}`, { owner: 'o', fingerprint: 'f', leaseMs: 1000 })),
+      );
+      Object.assign(stream, original);
+      expect(outcomes.map((o) => o.state)).toEqual(Array(20).fill('claimed'));
+      return calls;
+    };
+    expect(await socketWrites(cache, 'batched')).toBe(1);
+    const own = new Redis(server.url);
+    const shared = new RedisCache(RedisCacheOptions.create().withClient(own));
+    expect(await socketWrites(shared, 'unbatched')).toBeGreaterThan(1);
+    own.disconnect();
+  });
+
   it('closes only the clients it created', async () => {
     const own = new Redis(server.url);
     const shared = new RedisCache(RedisCacheOptions.create().withClient(own));
