@@ -14,10 +14,10 @@ export function canonicalQuery(rawQuery: string): string {
   return params.toString();
 }
 
-// Returns a sorted copy of each plain object JSON.stringify meets. The copy's keys come out in a
-// canonical order (integer-like keys first, ascending, as V8 enumerates them; the rest sorted), which
-// depends only on the set of keys. Native stringify with this replacer is about twice as fast as a
-// hand-written walk (bench/), and needs no depth bookkeeping of its own.
+// The general form: JSON.stringify with a replacer that returns a sorted copy of each plain object.
+// The copy's keys come out in a canonical order (integer-like keys first, ascending, as V8 enumerates
+// them; the rest sorted), which depends only on the set of keys. Correct for anything, but the
+// replacer is a call from C++ into JS for every value of the body.
 function sortKeys(_key: string, value: unknown): unknown {
   if (typeof value === 'bigint') return value.toString();
   if (value === null || typeof value !== 'object' || Array.isArray(value)) return value;
@@ -29,10 +29,89 @@ function sortKeys(_key: string, value: unknown): unknown {
 }
 
 /**
+ * Thrown by {@link sorted} for what only the general form writes as JSON.stringify would. One
+ * instance, made once: throwing it costs no stack trace.
+ */
+const GENERAL = new Error('general form');
+
+function inOrder(keys: string[]): boolean {
+  for (let i = 1; i < keys.length; i++) if (!(keys[i - 1] < keys[i])) return false;
+  return true;
+}
+
+function sortedValue(value: unknown): unknown {
+  if (typeof value === 'object' && value !== null) return sorted(value);
+  if (typeof value === 'bigint') throw GENERAL;
+  return value;
+}
+
+/**
+ * The fast form, for what body parsers produce (plain objects, arrays, scalars): `value` with every
+ * object's keys in sorted order, for native JSON.stringify to write without a replacer. A subtree
+ * already in order is returned as it is, so only objects with unsorted keys (and their ancestors) are
+ * copied. Anything else (toJSON, a class instance, a BigInt, a "__proto__" key, whose text the
+ * general form decides) throws {@link GENERAL}.
+ */
+function sorted(value: object): unknown {
+  if (typeof (value as { toJSON?: unknown }).toJSON === 'function') throw GENERAL;
+  if (Array.isArray(value)) {
+    let copy: unknown[] | undefined;
+    for (let i = 0; i < value.length; i++) {
+      const item: unknown = value[i];
+      const out = sortedValue(item);
+      if (out !== item && !copy) copy = value.slice(0, i);
+      if (copy) copy[i] = out;
+    }
+    return copy ?? value;
+  }
+  const proto = Object.getPrototypeOf(value) as unknown;
+  if (proto !== Object.prototype && proto !== null) throw GENERAL;
+  const keys = Object.keys(value);
+  const ordered = inOrder(keys);
+  if (!ordered) keys.sort();
+  let copy: Record<string, unknown> | undefined = ordered ? undefined : {};
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i];
+    // On a copy, `copy['__proto__'] = v` would set its prototype. Integer-like keys need nothing:
+    // V8 writes them first, ascending, in any object, which is where the general form puts them.
+    if (key === '__proto__') throw GENERAL;
+    const item = (value as Record<string, unknown>)[key];
+    const out = sortedValue(item);
+    if (copy) copy[key] = out;
+    else if (out !== item) {
+      copy = {};
+      for (let j = 0; j < i; j++) copy[keys[j]] = (value as Record<string, unknown>)[keys[j]];
+      copy[key] = out;
+    }
+  }
+  return copy ?? value;
+}
+
+/**
+ * `value` with every object's keys in canonical order, for native JSON.stringify; `undefined` when
+ * only the replacer writes it exactly (see {@link sorted}).
+ */
+export function sortedForStringify(value: object): unknown {
+  try {
+    return sorted(value);
+  } catch (err) {
+    if (err === GENERAL) return undefined;
+    throw err;
+  }
+}
+
+/**
  * The parsed body as JSON with object keys sorted: a retry that re-serialises the same data in
- * another key order (another process, another JSON library) has the same fingerprint.
+ * another key order (another process, another JSON library) has the same fingerprint. Two ways to
+ * the same text: sorted copies written natively (about 3x faster for a small body, 2x for 1 MiB), and
+ * the replacer for whatever else a body can be, and when the copies run out of stack first.
  */
 export function canonicalJson(value: unknown): string {
+  try {
+    return JSON.stringify(sortedValue(value)) ?? 'null';
+  } catch (err) {
+    if (err !== GENERAL && !(err instanceof RangeError)) throw err;
+  }
   try {
     return JSON.stringify(value, sortKeys) ?? 'null';
   } catch (err) {

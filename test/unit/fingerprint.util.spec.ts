@@ -1,6 +1,14 @@
 import { describe, expect, it } from '@jest/globals';
 import { createHash } from 'node:crypto';
-import { BodyTooDeepError, canonicalJson, canonicalQuery, requestFingerprint } from '../../lib/utils/fingerprint.util.js';
+import fc from 'fast-check';
+import {
+  BodyTooDeepError,
+  canonicalJson,
+  canonicalQuery,
+  requestFingerprint,
+  sortedForStringify,
+} from '../../lib/utils/fingerprint.util.js';
+import { SEED } from '../support/arbitraries.js';
 
 describe('canonical query', () => {
   it("sorts names and keeps the order of a repeated name's values", () => {
@@ -99,5 +107,89 @@ describe('request fingerprint', () => {
     expect(fp('POST', '/a', 'null')).not.toBe(fp('POST', '/a', null));
     expect(fp('POST', '/a', '{}')).not.toBe(fp('POST', '/a', {}));
     expect(fp('POST', '/a', Buffer.from('{}'))).not.toBe(fp('POST', '/a', '{}'));
+  });
+});
+
+describe('canonical body, the fast form', () => {
+  // The general form, as it was before the fast one: every stored fingerprint was made this way.
+  const reference = (value: unknown) =>
+    JSON.stringify(value, (_k, v: unknown) => {
+      if (typeof v === 'bigint') return v.toString();
+      if (v === null || typeof v !== 'object' || Array.isArray(v)) return v;
+      const copy = Object.create(null) as Record<string, unknown>;
+      for (const k of Object.keys(v).sort()) copy[k] = (v as Record<string, unknown>)[k];
+      return copy;
+    }) ?? 'null';
+
+  it('reuses what is in order already and copies only unsorted objects and their ancestors', () => {
+    const inOrder = { a: [1, { x: null, y: 'z' }], b: { c: true } };
+    expect(sortedForStringify(inOrder)).toBe(inOrder);
+    const list = [{ a: 1 }, { b: 2 }];
+    expect(sortedForStringify(list)).toBe(list);
+    const kept = { p: 1, q: 2 };
+    const body = { b: kept, a: [kept, { z: 1, y: 2 }] };
+    const out = sortedForStringify(body) as { a: unknown[]; b: unknown };
+    expect(Object.keys(out)).toEqual(['a', 'b']);
+    expect(out.b).toBe(kept);
+    expect(out.a).not.toBe(body.a);
+    expect(out.a[0]).toBe(kept);
+    expect(Object.keys(out.a[1] as object)).toEqual(['y', 'z']);
+    expect(Object.keys(body)).toEqual(['b', 'a']);
+    expect(Object.keys(body.a[1])).toEqual(['z', 'y']);
+    // A sorted object whose later value needs a copy keeps the values before it.
+    const later = sortedForStringify({ a: 1, b: 'x', c: { e: 1, d: 2 } }) as Record<string, unknown>;
+    expect(later).toEqual({ a: 1, b: 'x', c: { d: 2, e: 1 } });
+    expect(Object.keys(later)).toEqual(['a', 'b', 'c']);
+    // Integer-like keys: V8 writes them first and ascending in any object, as the general form does.
+    expect(JSON.stringify(sortedForStringify({ b: 1, 10: 'x', a: 2, 2: 'y' }))).toBe('{"2":"y","10":"x","a":2,"b":1}');
+    const indices = { 1: 'a', 2: 'b', c: 3 };
+    expect(sortedForStringify(indices)).toBe(indices);
+    const nullProto = Object.assign(Object.create(null) as object, { b: 1, a: 2 });
+    expect(Object.keys(sortedForStringify(nullProto) as object)).toEqual(['a', 'b']);
+  });
+
+  it('leaves to the general form what it alone writes exactly, at any depth', () => {
+    const general: unknown[] = [
+      { toJSON: () => 1 },
+      Object.assign([1], { toJSON: () => 2 }),
+      new Date(0),
+      Object.create({ inherited: 1 }) as object,
+      { n: 1n },
+      [1, 2n],
+      JSON.parse('{"a":1,"__proto__":2}'),
+      { a: [{ b: { when: new Date(0) } }] },
+      [{ b: 1 }, new Map()],
+    ];
+    for (const body of general) {
+      expect(sortedForStringify(body as object)).toBeUndefined();
+      expect(canonicalJson(body)).toBe(reference(body));
+    }
+    expect(() =>
+      sortedForStringify({
+        get a() {
+          throw new TypeError('getter');
+        },
+      }),
+    ).toThrow(TypeError);
+  });
+
+  it('property: writes exactly what the general form writes, for any JSON body and any key order', () => {
+    const key = fc.oneof(fc.string({ maxLength: 4 }), fc.constantFrom('__proto__', '0', '10', '2', 'a', 'B', 'ä', '-1', '01'));
+    const body = fc.letrec((tie) => ({
+      value: fc.oneof(
+        { depthSize: 'small' },
+        fc.oneof(fc.string(), fc.double(), fc.boolean(), fc.constant(null), fc.integer()),
+        fc.array(tie('value'), { maxLength: 4 }),
+        fc.dictionary(key, tie('value'), { maxKeys: 5 }),
+      ),
+    })).value;
+    fc.assert(
+      fc.property(body, (value) => {
+        const parsed: unknown = JSON.parse(JSON.stringify(value) ?? 'null');
+        expect(canonicalJson(parsed)).toBe(reference(parsed));
+        expect(canonicalJson(value)).toBe(reference(value));
+      }),
+      { seed: SEED, numRuns: 2000 },
+    );
   });
 });
