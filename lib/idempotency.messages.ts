@@ -29,6 +29,8 @@ export const MESSAGES = {
 export const LOGS = {
   noScope: (route: string, got: unknown) =>
     `${route}: the identity resolver returned ${typeof got === 'string' ? 'an empty string' : typeof got}, not a scope; answering 500`,
+  noRawBody: (route: string) =>
+    `${route}: fingerprint 'raw' needs the request's bytes, but it has none (req.rawBody); fingerprinting the parsed body instead. Create the application with rawBody: true, e.g. NestFactory.create(AppModule, { rawBody: true }). Logged once`,
   claimFailed: (route: string, reason: string) => `${route}: claim failed, answering 503: ${reason}`,
   takenOver: (route: string) => `${route}: response not stored: the claim had expired and the key was taken over`,
   commitFailed: (route: string, reason: string) => `${route}: response not stored, the claim expires with its lease: ${reason}`,
@@ -85,6 +87,7 @@ export const CONFIG_ERRORS = {
   keyPrefix: 'keyPrefix must be a string without control characters or spaces',
   integer: (name: string, min: number, max: number, got: unknown) =>
     `${name} must be an integer from ${min} to ${max}, got ${String(got)}`,
+  fingerprint: (got: unknown) => `fingerprint must be 'canonical' or 'raw', got ${String(got)}`,
   missingHeader: (got: unknown) => `missingHeader must be 'reject' or 'pass-through', got ${String(got)}`,
   identity: 'identity must be a function (req) => string or an injectable resolver class',
   unknownOption: (key: string, near: string | undefined, valid: readonly string[]) =>

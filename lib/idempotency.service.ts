@@ -23,6 +23,7 @@ const ABANDON_RETRY_MS = 100;
 @Injectable()
 export class IdempotencyService {
   private readonly logger = new Logger('Idempotency');
+  private warnedNoRawBody = false;
 
   constructor(
     @Inject(IDEMPOTENCY_MODULE_OPTIONS) readonly options: ResolvedIdempotencyOptions,
@@ -56,7 +57,8 @@ export class IdempotencyService {
     const scope = route.identity ? await this.scope(request, context, route) : UNSCOPED;
     let fingerprint: string;
     try {
-      fingerprint = requestFingerprint(request.method, requestTarget(request), request.body, route.id);
+      const body = route.fingerprint === 'raw' ? this.rawBody(request, route) : request.body;
+      fingerprint = requestFingerprint(request.method, requestTarget(request), body, route.id);
     } catch (err) {
       if (err instanceof BodyTooDeepError) throw new IdempotencyException(400, MESSAGES.tooDeep);
       throw err;
@@ -115,6 +117,20 @@ export class IdempotencyService {
     } catch (err) {
       this.logger.error(LOGS.releaseFailed(claim.route, (err as Error).message));
     }
+  }
+
+  /**
+   * The bytes of the body as received. Without them (the application was not created with
+   * `rawBody: true`, or no parser ran for a bodiless request) the parsed body stands in: a body
+   * parsed but not kept is worth one warning, which says how to fix it.
+   */
+  private rawBody(request: HttpRequestLike, route: ResolvedRouteOptions): unknown {
+    if (request.rawBody !== undefined) return request.rawBody;
+    if (request.body !== undefined && request.body !== null && !this.warnedNoRawBody) {
+      this.warnedNoRawBody = true;
+      this.logger.warn(LOGS.noRawBody(route.id));
+    }
+    return request.body;
   }
 
   /** The caller's scope, escaped for the cache key. */

@@ -17,7 +17,7 @@ export type {
   IdempotencyOptionsFactory,
 } from './interfaces/idempotency-module-options.interface.js';
 export type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
-export type { IdempotentOptions, MissingHeaderPolicy } from './interfaces/idempotent-options.interface.js';
+export type { FingerprintMode, IdempotentOptions, MissingHeaderPolicy } from './interfaces/idempotent-options.interface.js';
 export type {
   IdempotencyIdentity,
   IdempotencyIdentityResolver,

@@ -5,6 +5,8 @@ export interface HttpRequestLike {
   originalUrl?: string;
   headers: Record<string, string | string[] | undefined>;
   body?: unknown;
+  /** The body's bytes, kept by Nest's `rawBody: true` application option (Express and Fastify). */
+  rawBody?: Buffer;
   /** Fastify's request wraps Node's; Express's is Node's. */
   raw?: { readableEnded?: boolean };
   readableEnded?: boolean;

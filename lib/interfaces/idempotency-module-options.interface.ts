@@ -1,7 +1,7 @@
 import type { FactoryProvider, ModuleMetadata, Provider, Type } from '@nestjs/common';
 import type { IdempotencyStore } from './idempotency-store.interface.js';
 import type { IdempotencyTransactions } from './idempotency-transactions.interface.js';
-import type { MissingHeaderPolicy } from './idempotent-options.interface.js';
+import type { FingerprintMode, MissingHeaderPolicy } from './idempotent-options.interface.js';
 import type { IdempotencyIdentity } from './identity-resolver.interface.js';
 
 /** Options of `IdempotencyModule`. Every one is optional. */
@@ -34,6 +34,8 @@ export interface IdempotencyModuleOptions {
   maxScopeLength?: number;
   /** What to do when a request has no key (or only white space). Default `'reject'` (400). */
   missingHeader?: MissingHeaderPolicy;
+  /** What the body part of the fingerprint is made of. Default `'canonical'`; see {@link FingerprintMode}. */
+  fingerprint?: FingerprintMode;
   /** Caller scope folded into every key. Default: none (callers sharing a key share its response). */
   identity?: IdempotencyIdentity;
   /**

@@ -14,7 +14,19 @@ export interface IdempotentOptions {
    * Needs `PostgresStore`. Default `false`. See the README, "Exactly-once with your database".
    */
   transactional?: boolean;
+  /** How this route fingerprints request bodies, replacing the module's `fingerprint`. */
+  fingerprint?: FingerprintMode;
 }
+
+/**
+ * What the body part of a request's fingerprint is made of.
+ * - `'canonical'` (default): the parsed body as JSON with sorted keys. A client that re-serialises
+ *   the same data in another key order, or with other white space, still gets its replay.
+ * - `'raw'`: the body's bytes as received (needs Nest's `rawBody: true` application option). Hashing
+ *   them costs about what SHA-256 of the bytes costs, but a retry must resend the very same bytes:
+ *   the same data in another key order is another request (422).
+ */
+export type FingerprintMode = 'canonical' | 'raw';
 
 /** `'reject'`: answer 400. `'pass-through'`: run the handler without deduplication, store nothing. */
 export type MissingHeaderPolicy = 'reject' | 'pass-through';

@@ -1,6 +1,6 @@
 import type { IdempotencyStore } from './idempotency-store.interface.js';
 import type { IdempotencyTransactions } from './idempotency-transactions.interface.js';
-import type { MissingHeaderPolicy } from './idempotent-options.interface.js';
+import type { FingerprintMode, MissingHeaderPolicy } from './idempotent-options.interface.js';
 import type { IdempotencyIdentity } from './identity-resolver.interface.js';
 
 /**
@@ -19,6 +19,7 @@ export interface ResolvedIdempotencyOptions {
   readonly maxKeyLength: number;
   readonly maxScopeLength: number;
   readonly missingHeader: MissingHeaderPolicy;
+  readonly fingerprint: FingerprintMode;
   readonly identity: IdempotencyIdentity | undefined;
   readonly transactions: IdempotencyTransactions | undefined;
   readonly transactionTimeoutMs: number;
@@ -30,6 +31,7 @@ export interface ResolvedRouteOptions {
   readonly id: string;
   readonly ttlMs: number;
   readonly missingHeader: MissingHeaderPolicy;
+  readonly fingerprint: FingerprintMode;
   readonly identity: IdempotencyIdentity | undefined;
   /** Whether the handler runs in the `transactions` port's transaction, its record committed inside it. */
   readonly transactional: boolean;

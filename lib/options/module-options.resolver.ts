@@ -16,6 +16,7 @@ import type { IdempotencyStore } from '../interfaces/idempotency-store.interface
 import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
 import {
   fail,
+  fingerprintMode,
   identityOption,
   integerIn,
   missingHeaderPolicy,
@@ -36,6 +37,7 @@ const MODULE_KEYS = [
   'maxKeyLength',
   'maxScopeLength',
   'missingHeader',
+  'fingerprint',
   'identity',
   'transactions',
   'transactionTimeoutMs',
@@ -82,6 +84,7 @@ export function resolveModuleOptions(
       Number.MAX_SAFE_INTEGER,
     ),
     missingHeader: missingHeaderPolicy(where, options.missingHeader, 'reject'),
+    fingerprint: fingerprintMode(where, options.fingerprint, 'canonical'),
     identity: identityOption(where, options.identity),
     transactions: transactionsOption(where, options.transactions),
     transactionTimeoutMs: integerIn(

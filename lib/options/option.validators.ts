@@ -1,5 +1,5 @@
 import { CONFIG_ERRORS } from '../idempotency.messages.js';
-import type { MissingHeaderPolicy } from '../interfaces/idempotent-options.interface.js';
+import type { FingerprintMode, MissingHeaderPolicy } from '../interfaces/idempotent-options.interface.js';
 import type { IdempotencyTransactions } from '../interfaces/idempotency-transactions.interface.js';
 import type { IdempotencyIdentity } from '../interfaces/identity-resolver.interface.js';
 
@@ -71,6 +71,12 @@ export function integerIn(where: string, name: string, value: unknown, fallback:
 export function missingHeaderPolicy(where: string, value: unknown, fallback: MissingHeaderPolicy): MissingHeaderPolicy {
   if (value === undefined) return fallback;
   if (value !== 'reject' && value !== 'pass-through') fail(where, CONFIG_ERRORS.missingHeader(value));
+  return value;
+}
+
+export function fingerprintMode(where: string, value: unknown, fallback: FingerprintMode): FingerprintMode {
+  if (value === undefined) return fallback;
+  if (value !== 'canonical' && value !== 'raw') fail(where, CONFIG_ERRORS.fingerprint(value));
   return value;
 }
 

@@ -2,9 +2,9 @@ import { MAX_TTL_MS } from '../idempotency.constants.js';
 import { CONFIG_ERRORS } from '../idempotency.messages.js';
 import type { IdempotentOptions } from '../interfaces/idempotent-options.interface.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from '../interfaces/resolved-options.interface.js';
-import { fail, identityOption, integerIn, missingHeaderPolicy, refuseUnknownKeys } from './option.validators.js';
+import { fail, fingerprintMode, identityOption, integerIn, missingHeaderPolicy, refuseUnknownKeys } from './option.validators.js';
 
-const ROUTE_KEYS = ['ttlMs', 'identity', 'missingHeader', 'transactional'] as const;
+const ROUTE_KEYS = ['ttlMs', 'identity', 'missingHeader', 'transactional', 'fingerprint'] as const;
 
 /** Validates `@Idempotent()` options against the module's; `where` names the handler in errors. */
 export function resolveRouteOptions(
@@ -23,6 +23,7 @@ export function resolveRouteOptions(
     id,
     ttlMs: integerIn(where, 'ttlMs', route.ttlMs, module.ttlMs, 1, MAX_TTL_MS),
     missingHeader: missingHeaderPolicy(where, route.missingHeader, module.missingHeader),
+    fingerprint: fingerprintMode(where, route.fingerprint, module.fingerprint),
     identity: 'identity' in route ? identityOption(where, route.identity) : module.identity,
     transactional,
     leaseMs: transactional ? module.transactionTimeoutMs : module.leaseMs,

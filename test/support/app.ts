@@ -17,6 +17,8 @@ export interface StartOptions {
   /** Node's header size limit for the server (Node's default, 16 KiB, answers 431 itself above it). */
   maxHeaderSize?: number;
   configure?: (app: INestApplication) => void;
+  /** Nest's `rawBody` application option: the body's bytes kept as `req.rawBody`. */
+  rawBody?: boolean;
 }
 
 /** Builds and initialises a real Nest application on the given adapter. */
@@ -26,15 +28,15 @@ export async function startApp(
   options: StartOptions = {},
 ): Promise<INestApplication> {
   const moduleRef = await Test.createTestingModule(metadata).compile();
-  const { maxHeaderSize } = options;
+  const { maxHeaderSize, rawBody } = options;
   const app =
     adapter === 'express'
-      ? moduleRef.createNestApplication({ logger: false })
+      ? moduleRef.createNestApplication({ logger: false, rawBody })
       : moduleRef.createNestApplication<NestFastifyApplication>(
           new FastifyAdapter(
             maxHeaderSize ? { serverFactory: (handler: RequestListener) => createServer({ maxHeaderSize }, handler) } : {},
           ),
-          { logger: false },
+          { logger: false, rawBody },
         );
   options.configure?.(app);
   await app.init();

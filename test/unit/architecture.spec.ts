@@ -11,7 +11,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   stores: ['stores', 'interfaces', 'options', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   exceptions: ['interfaces'],
   transactions: ['transactions', 'interfaces', 'idempotency.messages.ts'],
-  decorators: ['idempotency.constants.ts', 'interfaces', 'idempotency.interceptor.ts', 'idempotency.filter.ts'],
+  decorators: ['idempotency.constants.ts', 'interfaces', 'http', 'idempotency.interceptor.ts', 'idempotency.filter.ts'],
 };
 
 function files(dir: string): string[] {

@@ -13,6 +13,7 @@ const route = (over: Partial<ResolvedRouteOptions> = {}): ResolvedRouteOptions =
   id: 'Pay.create',
   ttlMs: 1000,
   missingHeader: 'reject',
+  fingerprint: 'canonical',
   identity: undefined,
   transactional: false,
   leaseMs: 60_000,
@@ -44,6 +45,43 @@ async function httpError(promise: Promise<unknown>) {
   const e = err as IdempotencyException;
   return { status: e.getStatus(), reason: e.reason, headers: e.headers };
 }
+
+describe('IdempotencyService.begin: raw-body fingerprints', () => {
+  const log = spyOnLogger();
+  const raw = Buffer.from('{ "amount": 1 }');
+
+  it("fingerprints the bytes as received on a 'raw' route, the parsed body on a canonical one", async () => {
+    const { service } = setup();
+    const withBytes = request('k', { rawBody: raw });
+    const rawClaim = (await service.begin(withBytes, context, route({ fingerprint: 'raw' })))!;
+    expect(rawClaim.fingerprint).toBe(requestFingerprint('POST', '/pay?b=2&a=1', raw, 'Pay.create'));
+    const canonical = (await service.begin(request('k2', { rawBody: raw }), context, route()))!;
+    expect(canonical.fingerprint).toBe(requestFingerprint('POST', '/pay?b=2&a=1', { amount: 1 }, 'Pay.create'));
+    expect(log.warnings).not.toHaveBeenCalled();
+  });
+
+  it('falls back to the parsed body without the bytes, and says once, for the whole module, how to keep them', async () => {
+    const { service } = setup();
+    const first = (await service.begin(request('k1'), context, route({ fingerprint: 'raw' })))!;
+    expect(first.fingerprint).toBe(requestFingerprint('POST', '/pay?b=2&a=1', { amount: 1 }, 'Pay.create'));
+    await service.begin(request('k2'), context, route({ fingerprint: 'raw', id: 'Other.create' }));
+    expect(log.warnings).toHaveBeenCalledTimes(1);
+    expect(log.warnings.mock.calls[0][0]).toBe(
+      "Pay.create: fingerprint 'raw' needs the request's bytes, but it has none (req.rawBody); fingerprinting the parsed body instead. Create the application with rawBody: true, e.g. NestFactory.create(AppModule, { rawBody: true }). Logged once",
+    );
+  });
+
+  it('needs no bytes, and warns of nothing, for a request without a body', async () => {
+    const { service } = setup();
+    for (const body of [undefined, null]) {
+      const claim = (await service.begin(request(`k-${String(body)}`, { body }), context, route({ fingerprint: 'raw' })))!;
+      expect(claim.fingerprint).toBe(requestFingerprint('POST', '/pay?b=2&a=1', undefined, 'Pay.create'));
+    }
+    expect(log.warnings).not.toHaveBeenCalled();
+    await service.begin(request('k-body'), context, route({ fingerprint: 'raw' }));
+    expect(log.warnings).toHaveBeenCalledTimes(1);
+  });
+});
 
 describe('IdempotencyService.begin: the key', () => {
   spyOnLogger();

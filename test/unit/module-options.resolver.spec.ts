@@ -26,6 +26,7 @@ describe('resolveModuleOptions', () => {
       maxKeyLength: 255,
       maxScopeLength: 255,
       missingHeader: 'reject',
+      fingerprint: 'canonical',
       identity: undefined,
       transactions: undefined,
       transactionTimeoutMs: 30_000,
@@ -48,6 +49,7 @@ describe('resolveModuleOptions', () => {
         maxKeyLength: 1,
         maxScopeLength: 2,
         missingHeader: 'pass-through',
+        fingerprint: 'raw',
         identity,
         transactions,
         transactionTimeoutMs: 3,
@@ -62,6 +64,7 @@ describe('resolveModuleOptions', () => {
       maxKeyLength: 1,
       maxScopeLength: 2,
       missingHeader: 'pass-through',
+      fingerprint: 'raw',
       identity,
       transactions,
       transactionTimeoutMs: 3,
@@ -130,7 +133,7 @@ describe('resolveModuleOptions', () => {
 
   it('refuses an unknown option, naming the one it most likely meant', () => {
     const valid =
-      'valid: cache, ttlMs, leaseMs, maxHoldMs, headerName, keyPrefix, maxKeyLength, maxScopeLength, missingHeader, identity';
+      'valid: cache, ttlMs, leaseMs, maxHoldMs, headerName, keyPrefix, maxKeyLength, maxScopeLength, missingHeader, fingerprint, identity';
     expect(() => resolveModuleOptions({ store: store() } as never)).toThrow(
       err(`unknown option "store" (did you mean cache?); ${valid}`),
     );
@@ -192,6 +195,16 @@ describe('resolveModuleOptions', () => {
     expect(() => resolveModuleOptions({ missingHeader: 'allow' as never })).toThrow(
       err("missingHeader must be 'reject' or 'pass-through', got allow"),
     );
+  });
+
+  it("fingerprint is 'canonical' or 'raw'", () => {
+    expect(resolveModuleOptions({ fingerprint: 'raw' }).fingerprint).toBe('raw');
+    expect(resolveModuleOptions({ fingerprint: 'canonical' }).fingerprint).toBe('canonical');
+    for (const bad of ['bytes', true, null]) {
+      expect(() => resolveModuleOptions({ fingerprint: bad as never })).toThrow(
+        err(`fingerprint must be 'canonical' or 'raw', got ${String(bad)}`),
+      );
+    }
   });
 
   it('identity is a function or a class', () => {

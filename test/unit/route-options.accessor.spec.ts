@@ -13,6 +13,7 @@ describe('RouteOptionsAccessor', () => {
       id: 'Pay.handler',
       ttlMs: 5,
       missingHeader: 'reject',
+      fingerprint: 'canonical',
       identity: undefined,
       transactional: false,
       leaseMs: 60_000,

@@ -17,6 +17,7 @@ describe('resolveRouteOptions', () => {
       id: 'A.b',
       ttlMs: 1000,
       missingHeader: 'pass-through',
+      fingerprint: 'canonical',
       identity: moduleIdentity,
       transactional: false,
       leaseMs: 60_000,
@@ -49,10 +50,13 @@ describe('resolveRouteOptions', () => {
 
   it('overrides them per route; identity: undefined drops the module identity', () => {
     const route = () => 'route';
-    expect(resolveRouteOptions('here', 'A.b', { ttlMs: 7, missingHeader: 'reject', identity: route }, base)).toEqual({
+    expect(
+      resolveRouteOptions('here', 'A.b', { ttlMs: 7, missingHeader: 'reject', identity: route, fingerprint: 'raw' }, base),
+    ).toEqual({
       id: 'A.b',
       ttlMs: 7,
       missingHeader: 'reject',
+      fingerprint: 'raw',
       identity: route,
       transactional: false,
       leaseMs: 60_000,
@@ -71,17 +75,23 @@ describe('resolveRouteOptions', () => {
     expect(() => resolveRouteOptions('here', 'A.b', 'x' as never, base)).toThrow('here: options must be an object');
     // A slip is only suggested when the suggestion is an option of this place.
     expect(() => resolveRouteOptions('here', 'A.b', { store: 1 } as never, base)).toThrow(
-      'here: unknown option "store"; valid: ttlMs, identity, missingHeader, transactional',
+      'here: unknown option "store"; valid: ttlMs, identity, missingHeader, transactional, fingerprint',
     );
     expect(() => resolveRouteOptions('here', 'A.b', { ttl: 5 } as never, base)).toThrow(
-      'here: unknown option "ttl" (did you mean ttlMs?); valid: ttlMs, identity, missingHeader, transactional',
+      'here: unknown option "ttl" (did you mean ttlMs?); valid: ttlMs, identity, missingHeader, transactional, fingerprint',
     );
     expect(() => resolveRouteOptions('here', 'A.b', { leaseMs: 5 } as never, base)).toThrow(
-      'here: unknown option "leaseMs"; valid: ttlMs, identity, missingHeader, transactional',
+      'here: unknown option "leaseMs"; valid: ttlMs, identity, missingHeader, transactional, fingerprint',
     );
     expect(() => resolveRouteOptions('here', 'A.b', { missingHeader: 'no' as never }, base)).toThrow(
       "here: missingHeader must be 'reject' or 'pass-through', got no",
     );
+    expect(() => resolveRouteOptions('here', 'A.b', { fingerprint: 'bytes' as never }, base)).toThrow(
+      "here: fingerprint must be 'canonical' or 'raw', got bytes",
+    );
+    const raw = createProtocol({ fingerprint: 'raw' }).options;
+    expect(resolveRouteOptions('here', 'A.b', {}, raw).fingerprint).toBe('raw');
+    expect(resolveRouteOptions('here', 'A.b', { fingerprint: 'canonical' }, raw).fingerprint).toBe('canonical');
     expect(() => resolveRouteOptions('here', 'A.b', { identity: 1 as never }, base)).toThrow(
       'here: identity must be a function (req) => string or an injectable resolver class',
     );
