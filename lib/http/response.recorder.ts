@@ -1,4 +1,4 @@
-import type { ServerResponse } from 'node:http';
+import { ServerResponse } from 'node:http';
 import type { StoredResponse } from '../interfaces/stored-response.interface.js';
 import { addHeaders, type HeaderInput, type HeaderSnapshot } from './stored-headers.js';
 
@@ -156,11 +156,14 @@ function prototypeFor(base: object): object {
  * can still replace the whole response: a transactional route whose COMMIT failed must not send the
  * success its handler produced.
  *
- * The response's prototype is swapped for a cached one that records, rather than its methods
- * assigned: own properties added to every response gave each a hidden class of its own, which cost
- * more CPU and garbage per request than the rest of the recording together. A response whose
- * methods are own properties already (a compression or session middleware wrapped them) has them
- * wrapped in turn, so the recorder still sees what those wrappers pass on.
+ * How it stands in for the three methods was chosen by measurement (docs/performance.md). Express
+ * re-points every response at its application's prototype; there the recorder swaps in a cached
+ * prototype of its own, because assigning the methods gave each response a hidden class of its own,
+ * which cost more CPU and garbage than the rest of the recording. A response still on Node's own
+ * prototype (Fastify) gets them as own properties: swapping its prototype cost about 70 µs more per
+ * request, in Node's http internals that had seen one shape of response until then. Methods a
+ * middleware already made own properties (compression, express-session) are wrapped the same way,
+ * so the recorder still sees what those wrappers pass on.
  */
 export function recordResponse(
   raw: ServerResponse,
@@ -170,7 +173,11 @@ export function recordResponse(
 ): ResponseRecording {
   const base = Object.getPrototypeOf(raw) as object;
   const byPrototype =
-    !ours.has(base) && !Object.hasOwn(raw, 'writeHead') && !Object.hasOwn(raw, 'write') && !Object.hasOwn(raw, 'end');
+    base !== ServerResponse.prototype &&
+    !ours.has(base) &&
+    !Object.hasOwn(raw, 'writeHead') &&
+    !Object.hasOwn(raw, 'write') &&
+    !Object.hasOwn(raw, 'end');
   const recording: Recording = {
     active: true,
     raw,

@@ -39,10 +39,13 @@ function inOrder(keys: string[]): boolean {
   return true;
 }
 
+// Called for every value of the body: objects recurse, scalars come back as they are.
 function sortedValue(value: unknown): unknown {
-  if (typeof value === 'object' && value !== null) return sorted(value);
-  if (typeof value === 'bigint') throw GENERAL;
-  return value;
+  if (typeof value !== 'object') {
+    if (typeof value === 'bigint') throw GENERAL;
+    return value;
+  }
+  return value === null ? value : sorted(value);
 }
 
 /**

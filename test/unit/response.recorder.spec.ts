@@ -1,4 +1,6 @@
 import { beforeEach, describe, expect, it, jest } from '@jest/globals';
+import { IncomingMessage, ServerResponse } from 'node:http';
+import { Socket } from 'node:net';
 import type { StoredResponse } from '../../lib/index.js';
 import { type RecorderHooks, recordResponse } from '../../lib/http/response.recorder.js';
 import { FakeResponse } from '../support/fake-response.js';
@@ -339,6 +341,31 @@ describe('recordResponse, how it stands in for the methods', () => {
       ['write', 'a'],
       ['end', 'b'],
     ]);
+  });
+
+  it("gives a response still on Node's own prototype (Fastify's) own methods, and puts them back", async () => {
+    const res = new ServerResponse(new IncomingMessage(new Socket()));
+    const stored: StoredResponse[] = [];
+    const recording = recordResponse(
+      res,
+      {},
+      hooks((r) => (stored.push(r), Promise.resolve())),
+    );
+    expect(Object.getPrototypeOf(res)).toBe(ServerResponse.prototype);
+    expect(['writeHead', 'write', 'end'].map((name) => Object.hasOwn(res, name))).toEqual([true, true, true]);
+    recording.abandon();
+    expect(res.end).toBe(ServerResponse.prototype.end);
+    expect(res.write).toBe(ServerResponse.prototype.write);
+    expect(res.writeHead).toBe(ServerResponse.prototype.writeHead);
+    recordResponse(
+      res,
+      {},
+      hooks((r) => (stored.push(r), Promise.resolve())),
+    );
+    res.statusCode = 202;
+    res.end('x');
+    await tick();
+    expect(stored).toEqual([{ status: 202, headers: {}, body: Buffer.from('x') }]);
   });
 
   it('records a response recorded twice at once (two interceptors) in both, the inner one first, and ends it once', async () => {
