@@ -140,7 +140,9 @@ function store(): IdempotencyStore {
   if (variant === 'redis') return new RedisCache(RedisCacheOptions.create().withUrl(process.env.REDIS_URL!));
   if (variant === 'sqlite') return new SqliteStore({ filename: process.env.SQLITE_FILE! });
   if (variant === 'postgres') return new PostgresStore({ pool: countedPool() });
-  return new InMemoryCache({ maxEntries: 1_000_000 });
+  // Room for every record of a run, so none is evicted (MAX_ENTRIES: a smaller store, to see what
+  // the retained records cost the garbage collector).
+  return new InMemoryCache({ maxEntries: Number(process.env.MAX_ENTRIES ?? 1_000_000) });
 }
 
 @Module({ imports: imports(), controllers: [StatsController, controller()] })
