@@ -8,6 +8,8 @@
 export const MESSAGES = {
   missing: (header: string) => `${header} header is required`,
   tooLong: (what: string, max: number) => `${what} exceeds ${max} characters`,
+  malformed: (header: string) =>
+    `${header} starts with a quote but is not a valid Structured Field String (RFC 9651): unterminated, a bad escape, or something after the closing quote`,
   forbiddenChar: (what: string, index: number) => `${what} has a control character or space at index ${index}`,
   inFlight: (header: string) => `${header} in-flight; retry shortly`,
   reused: (header: string) => `${header} was already used for a different request`,

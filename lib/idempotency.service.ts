@@ -10,7 +10,7 @@ import type { ActiveClaim } from './interfaces/active-claim.interface.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
 import type { StoredResponse } from './interfaces/stored-response.interface.js';
 import { BodyTooDeepError, requestFingerprint } from './utils/fingerprint.util.js';
-import { cacheKey, escapeScope, keyViolation, UNSCOPED } from './utils/key.util.js';
+import { cacheKey, decodeKey, escapeScope, keyViolation, UNSCOPED } from './utils/key.util.js';
 
 /** First pause before a claim that failed is released again; it doubles after each failure. */
 const ABANDON_RETRY_MS = 100;
@@ -42,10 +42,14 @@ export class IdempotencyService {
   ): Promise<ActiveClaim | undefined> {
     const { headerName, maxKeyLength, keyPrefix, store } = this.options;
     const header = request.headers[headerName];
-    const key = typeof header === 'string' ? header : header?.join(', ');
-    if (key !== undefined && key.length > maxKeyLength) {
+    const sent = typeof header === 'string' ? header : header?.join(', ');
+    // Length first, so a megabyte header is refused unread. Quoted, a key of the longest length may
+    // be two quotes and a backslash per character longer.
+    if (sent !== undefined && sent.length > (sent.startsWith('"') ? 2 * maxKeyLength + 2 : maxKeyLength)) {
       throw new IdempotencyException(400, MESSAGES.tooLong(headerName, maxKeyLength));
     }
+    const key = sent === undefined ? undefined : decodeKey(sent);
+    if (sent !== undefined && key === undefined) throw new IdempotencyException(400, MESSAGES.malformed(headerName));
     if (key === undefined || key.trim() === '') {
       if (route.missingHeader === 'pass-through') return undefined;
       throw new IdempotencyException(400, MESSAGES.missing(headerName));

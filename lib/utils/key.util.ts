@@ -16,6 +16,36 @@ export function keyViolation(what: string, value: string, length: number, max: n
   return undefined;
 }
 
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+/**
+ * The key as the client meant it. The IETF draft (draft-ietf-httpapi-idempotency-key-header §2)
+ * makes the header a Structured Field String (RFC 9651 §3.3.3): `"8e03978e-40d5"` is unquoted and
+ * unescaped, so it is the same key as the bare `8e03978e-40d5` that most clients send, which is
+ * taken as it is. `undefined` for a malformed string: unterminated, a backslash before anything but
+ * `"` or `\`, a character outside 0x20-0x7E, or anything (parameters) after the closing quote.
+ */
+export function decodeKey(value: string): string | undefined {
+  if (value.charCodeAt(0) !== QUOTE) return value;
+  let decoded = '';
+  let from = 1;
+  for (let i = 1; i < value.length; i++) {
+    const c = value.charCodeAt(i);
+    if (c === BACKSLASH) {
+      const next = value.charCodeAt(i + 1);
+      if (next !== QUOTE && next !== BACKSLASH) return undefined;
+      decoded += value.slice(from, i);
+      from = ++i;
+    } else if (c === QUOTE) {
+      return i === value.length - 1 ? decoded + value.slice(from, i) : undefined;
+    } else if (c < 0x20 || c > 0x7e) {
+      return undefined;
+    }
+  }
+  return undefined;
+}
+
 const SCOPE_SPECIAL = /[%:]/;
 
 /** Escapes `%` and `:` so that a scope never contains the separator and stays readable. */

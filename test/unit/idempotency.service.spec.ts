@@ -1,4 +1,6 @@
 import { describe, expect, it, jest } from '@jest/globals';
+import fc from 'fast-check';
+import { parseItem } from 'structured-headers';
 import type { ExecutionContext } from '@nestjs/common';
 import { IdempotencyException, type ResolvedRouteOptions, type StoredResponse } from '../../lib/index.js';
 import { IdempotentReplay } from '../../lib/exceptions/idempotent-replay.exception.js';
@@ -6,6 +8,7 @@ import { requestFingerprint } from '../../lib/utils/fingerprint.util.js';
 import { spyOnLogger } from '../support/logger.js';
 import { createProtocol } from '../support/protocol.js';
 import { activeClaim } from '../support/claims.js';
+import { SEED } from '../support/arbitraries.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const context = { marker: 'context' } as unknown as ExecutionContext;
@@ -167,6 +170,86 @@ describe('IdempotencyService.begin: the key', () => {
       headers: {},
     });
     expect(store.calls).toEqual([]);
+  });
+});
+
+describe('IdempotencyService.begin: a key sent as a Structured Field String', () => {
+  spyOnLogger();
+
+  it('is the same key as the bare one: unquoted and unescaped before it reaches the store', async () => {
+    const { store, service } = setup();
+    const quoted = (await service.begin(request('"k-1"'), context, route()))!;
+    const bare = (await service.begin(request('k-1'), context, route()))!;
+    expect(quoted.key).toBe('k-1');
+    expect(quoted.cacheKey).toBe(bare.cacheKey);
+    const escaped = (await service.begin(request('"a\\"b"'), context, route()))!;
+    expect(escaped.cacheKey).toBe('idem:%:a"b');
+    expect(store.calls.map((c) => c[1])).toEqual(['idem:%:k-1', 'idem:%:k-1', 'idem:%:a"b']);
+  });
+
+  it('answers 400 for a malformed one, naming the header only', async () => {
+    const { store, service } = setup();
+    for (const bad of ['"secret-key', '"secret";a=1', '"se\\cret"']) {
+      expect(await httpError(service.begin(request(bad), context, route({ missingHeader: 'pass-through' })))).toEqual({
+        status: 400,
+        reason:
+          'idempotency-key starts with a quote but is not a valid Structured Field String (RFC 9651): unterminated, a bad escape, or something after the closing quote',
+        headers: {},
+      });
+    }
+    expect(store.calls).toEqual([]);
+  });
+
+  it('applies the key rules to the decoded key: blank is missing, a space is refused, the length is its own', async () => {
+    const { store, service } = setup({ maxKeyLength: 5 });
+    expect(await httpError(service.begin(request('""'), context, route()))).toMatchObject({
+      reason: 'idempotency-key header is required',
+    });
+    expect(await service.begin(request('"  "'), context, route({ missingHeader: 'pass-through' }))).toBeUndefined();
+    expect(await httpError(service.begin(request('"a b"'), context, route()))).toMatchObject({
+      reason: 'idempotency-key has a control character or space at index 1',
+    });
+    // Five characters, each escaped: 12 sent, the most a five-character key can take.
+    const longest = `"${'\\"'.repeat(5)}"`;
+    expect(longest).toHaveLength(12);
+    expect((await service.begin(request(longest), context, route()))!.key).toBe('"'.repeat(5));
+    expect(await httpError(service.begin(request(`"${'\\"'.repeat(5)}a"`), context, route()))).toMatchObject({
+      reason: 'idempotency-key exceeds 5 characters',
+    });
+    expect(await httpError(service.begin(request('"abcdef"'), context, route()))).toMatchObject({
+      reason: 'idempotency-key exceeds 5 characters',
+    });
+    // Unquoted, the limit applies to what was sent, before anything else is read.
+    expect(await httpError(service.begin(request('abcdef'), context, route()))).toMatchObject({
+      reason: 'idempotency-key exceeds 5 characters',
+    });
+    expect(store.calls).toHaveLength(1);
+  });
+
+  it('property: any header value gets a claim, a pass-through or a 400, never another error', async () => {
+    const { service } = setup({ maxKeyLength: 20 });
+    const char = fc.oneof(
+      fc.constantFrom('"', '\\', ';', '=', ' ', '\t', 'a', '-', '\u0000', '\u007f', 'é'),
+      fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)),
+    );
+    await fc.assert(
+      fc.asyncProperty(fc.array(char, { maxLength: 30 }), fc.boolean(), async (chars, quoted) => {
+        const value = `${quoted ? '"' : ''}${chars.join('')}`;
+        let outcome: unknown;
+        try {
+          outcome = await service.begin(request(value), context, route({ missingHeader: 'pass-through' }));
+        } catch (err) {
+          outcome = err;
+        }
+        if (outcome instanceof Error) {
+          expect(outcome).toBeInstanceOf(IdempotencyException);
+          expect((outcome as IdempotencyException).getStatus()).toBe(400);
+        } else if (outcome) {
+          expect((outcome as { key: string }).key).toBe(value.startsWith('"') ? parseItem(value)[0] : value);
+        }
+      }),
+      { seed: SEED, numRuns: 500 },
+    );
   });
 });
 

@@ -1,5 +1,69 @@
 import { describe, expect, it } from '@jest/globals';
-import { cacheKey, escapeScope, keyViolation, UNSCOPED } from '../../lib/utils/key.util.js';
+import fc from 'fast-check';
+import { parseItem, serializeItem } from 'structured-headers';
+import { cacheKey, decodeKey, escapeScope, keyViolation, UNSCOPED } from '../../lib/utils/key.util.js';
+import { SEED } from '../support/arbitraries.js';
+
+describe('key decoding (Structured Field String, RFC 9651 §3.3.3)', () => {
+  it('unquotes and unescapes a quoted key, and takes any other key as it is', () => {
+    expect(decodeKey('"8e03978e-40d5"')).toBe('8e03978e-40d5');
+    expect(decodeKey('8e03978e-40d5')).toBe('8e03978e-40d5');
+    expect(decodeKey('"a\\"b\\\\c"')).toBe('a"b\\c');
+    expect(decodeKey('"\\""')).toBe('"');
+    expect(decodeKey('""')).toBe('');
+    expect(decodeKey('"a b~"')).toBe('a b~');
+    expect(decodeKey('')).toBe('');
+    // Only a leading quote makes a Structured Field String.
+    expect(decodeKey('a"b"')).toBe('a"b"');
+    expect(decodeKey('a\\b')).toBe('a\\b');
+  });
+
+  it.each([
+    ['unterminated', '"abc'],
+    ['a lone quote', '"'],
+    ['an escaped closing quote', '"abc\\"'],
+    ['a bad escape', '"a\\nb"'],
+    ['a backslash at the end', '"abc\\'],
+    ['parameters after it', '"abc";a=1'],
+    ['anything after it', '"abc"x'],
+    ['a second string', '"a""b"'],
+    ['a tab', '"a\tb"'],
+    ['a control character', '"a\u0001"'],
+    ['DEL', '"a\u007f"'],
+    ['non-ASCII', '"café"'],
+  ])('refuses a malformed string: %s', (_name, value) => {
+    expect(decodeKey(value)).toBeUndefined();
+  });
+
+  it('property: reads what structured-headers writes, and accepts exactly what it parses as a string without parameters', () => {
+    const printable = fc.string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)) });
+    fc.assert(
+      fc.property(printable, (key) => {
+        expect(decodeKey(serializeItem(key))).toBe(key);
+      }),
+      { seed: SEED, numRuns: 1000 },
+    );
+    const char = fc.oneof(
+      fc.constantFrom('"', '\\', ';', '=', ' ', '\t', 'a', 'Z', '0', '-', '\u0000', '\u007f', 'é', ','),
+      fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)),
+    );
+    // Node hands header values over trimmed; a leading quote is what makes them strings.
+    const quoted = fc.array(char, { maxLength: 12 }).map((chars) => `"${chars.join('')}`.trimEnd());
+    fc.assert(
+      fc.property(quoted, (value) => {
+        let expected: string | undefined;
+        try {
+          const [item, params] = parseItem(value);
+          expected = typeof item === 'string' && params.size === 0 ? item : undefined;
+        } catch {
+          expected = undefined;
+        }
+        expect(decodeKey(value)).toBe(expected);
+      }),
+      { seed: SEED, numRuns: 5000 },
+    );
+  });
+});
 
 describe('key validation', () => {
   it('refuses every control character, DEL and space, naming the index', () => {

@@ -1,0 +1,54 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { INestApplication } from '@nestjs/common';
+import request from 'supertest';
+import { IdempotencyModule } from '../../lib/index.js';
+import { ADAPTERS, startApp } from '../support/app.js';
+import { Gate, Runs, TestController } from '../support/fixtures.js';
+
+let seq = 0;
+const newKey = (): string => `std-${Date.now()}-${++seq}`;
+
+describe.each(ADAPTERS)('IETF draft conformance on %s', (adapter) => {
+  let app: INestApplication;
+  let runs: Runs;
+  beforeAll(async () => {
+    app = await startApp(adapter, {
+      imports: [IdempotencyModule.forRoot()],
+      controllers: [TestController],
+      providers: [Runs, Gate],
+    });
+    runs = app.get(Runs);
+  });
+  afterAll(() => app.close());
+  const post = (key: string) => request(app.getHttpServer()).post('/payments').set('Idempotency-Key', key).send({ amount: 7 });
+
+  it('a key sent as a Structured Field String replays the bare key, and the other way round', async () => {
+    const key = newKey();
+    const before = runs.of('payments');
+    const bare = await post(key);
+    const quoted = await post(`"${key}"`);
+    expect(quoted.status).toBe(bare.status);
+    expect(quoted.text).toBe(bare.text);
+    expect(quoted.headers['idempotent-replayed']).toBe('true');
+    const other = newKey();
+    const first = await post(`"${other}"`);
+    const again = await post(other);
+    expect(again.text).toBe(first.text);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(runs.of('payments')).toBe(before + 2);
+  });
+
+  it('a malformed Structured Field String is a 400 that never echoes the key', async () => {
+    const before = runs.of('payments');
+    for (const bad of ['"secret-4711', '"secret-4711";a=1', '"secret-4711"x']) {
+      const res = await post(bad);
+      expect(res.status).toBe(400);
+      expect(res.body).toEqual({
+        error:
+          'idempotency-key starts with a quote but is not a valid Structured Field String (RFC 9651): unterminated, a bad escape, or something after the closing quote',
+      });
+      expect(res.text).not.toContain('secret');
+    }
+    expect(runs.of('payments')).toBe(before);
+  });
+});
