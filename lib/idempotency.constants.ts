@@ -27,6 +27,8 @@ export const MAX_TIMER_MS = 2_147_483_647;
 /** The longest `ttlMs`: 365 days. */
 export const MAX_TTL_MS = 31_536_000_000;
 export const DEFAULT_HEADER_NAME = 'idempotency-key';
+/** Identifiers, not links: `errorFormat: 'problem+json'` users point `problemTypeBaseUrl` at their docs. */
+export const DEFAULT_PROBLEM_TYPE_BASE_URL = 'urn:nestjs-idempotency:problem:';
 export const DEFAULT_KEY_PREFIX = 'idem:';
 export const DEFAULT_MAX_KEY_LENGTH = 255;
 export const DEFAULT_MAX_SCOPE_LENGTH = 255;

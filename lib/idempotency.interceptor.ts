@@ -47,7 +47,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     try {
       claim = await this.service.begin(request, context, route);
     } catch (err) {
-      answer(response, err);
+      answer(response, err, this.service.options);
       throw err;
     }
     if (!claim) return next.handle();

@@ -1,3 +1,5 @@
+import type { IdempotencyErrorCode } from './interfaces/idempotency-error.interface.js';
+
 // Every sentence this package shows anyone, in one place, so wording stays consistent and a
 // reviewer can check at a glance that none of them carries a byte a client sent.
 
@@ -26,6 +28,24 @@ export const MESSAGES = {
   /** What `keyViolation` calls an identity scope in the two messages above. */
   scope: 'identity scope',
 } as const;
+
+/**
+ * The `title` of each problem type (RFC 9457: the same for every occurrence). The first three are
+ * the IETF draft's (draft-ietf-httpapi-idempotency-key-header-07 §2.7).
+ */
+export const PROBLEM_TITLES: Readonly<Record<IdempotencyErrorCode, string>> = {
+  'key-missing': 'Idempotency-Key is missing',
+  'key-reused': 'Idempotency-Key is already used',
+  'key-in-flight': 'A request is outstanding for this Idempotency-Key',
+  'key-invalid': 'Idempotency-Key is invalid',
+  'body-unread': 'Request body cannot be fingerprinted',
+  'body-too-deep': 'Request body is nested too deeply',
+  'scope-invalid': 'Caller scope is invalid',
+  'scope-unresolved': 'Caller scope could not be resolved',
+  'store-unavailable': 'Idempotency store is unavailable',
+  'transaction-timed-out': 'Transaction timed out',
+  'not-committed': 'Request was not committed',
+};
 
 /** What an operator reads in the logs while the application runs. `route` is `Controller.method`. */
 export const LOGS = {
@@ -89,6 +109,9 @@ export const CONFIG_ERRORS = {
   keyPrefix: 'keyPrefix must be a string without control characters or spaces',
   integer: (name: string, min: number, max: number, got: unknown) =>
     `${name} must be an integer from ${min} to ${max}, got ${String(got)}`,
+  errorFormat: (got: unknown) => `errorFormat must be 'json' or 'problem+json', got ${String(got)}`,
+  problemTypeBaseUrl:
+    'problemTypeBaseUrl must be an absolute URI prefix (scheme first, no white space), e.g. https://api.example.com/problems/',
   fingerprint: (got: unknown) => `fingerprint must be 'canonical' or 'raw', got ${String(got)}`,
   missingHeader: (got: unknown) => `missingHeader must be 'reject' or 'pass-through', got ${String(got)}`,
   identity: 'identity must be a function (req) => string or an injectable resolver class',

@@ -12,6 +12,8 @@ import type { StoredResponse } from './interfaces/stored-response.interface.js';
 import { BodyTooDeepError, requestFingerprint } from './utils/fingerprint.util.js';
 import { cacheKey, decodeKey, escapeScope, keyViolation, UNSCOPED } from './utils/key.util.js';
 
+const NO_HEADERS: Readonly<Record<string, string>> = {};
+
 /** First pause before a claim that failed is released again; it doubles after each failure. */
 const ABANDON_RETRY_MS = 100;
 
@@ -46,17 +48,18 @@ export class IdempotencyService {
     // Length first, so a megabyte header is refused unread. Quoted, a key of the longest length may
     // be two quotes and a backslash per character longer.
     if (sent !== undefined && sent.length > (sent.startsWith('"') ? 2 * maxKeyLength + 2 : maxKeyLength)) {
-      throw new IdempotencyException(400, MESSAGES.tooLong(headerName, maxKeyLength));
+      throw new IdempotencyException(400, MESSAGES.tooLong(headerName, maxKeyLength), NO_HEADERS, 'key-invalid');
     }
     const key = sent === undefined ? undefined : decodeKey(sent);
-    if (sent !== undefined && key === undefined) throw new IdempotencyException(400, MESSAGES.malformed(headerName));
+    if (sent !== undefined && key === undefined)
+      throw new IdempotencyException(400, MESSAGES.malformed(headerName), NO_HEADERS, 'key-invalid');
     if (key === undefined || key.trim() === '') {
       if (route.missingHeader === 'pass-through') return undefined;
-      throw new IdempotencyException(400, MESSAGES.missing(headerName));
+      throw new IdempotencyException(400, MESSAGES.missing(headerName), NO_HEADERS, 'key-missing');
     }
     const keyProblem = keyViolation(headerName, key, key.length, maxKeyLength);
-    if (keyProblem) throw new IdempotencyException(400, keyProblem);
-    if (hasUnreadBody(request)) throw new IdempotencyException(415, MESSAGES.unreadBody);
+    if (keyProblem) throw new IdempotencyException(400, keyProblem, NO_HEADERS, 'key-invalid');
+    if (hasUnreadBody(request)) throw new IdempotencyException(415, MESSAGES.unreadBody, NO_HEADERS, 'body-unread');
 
     const scope = route.identity ? await this.scope(request, context, route) : UNSCOPED;
     let fingerprint: string;
@@ -64,7 +67,7 @@ export class IdempotencyService {
       const body = route.fingerprint === 'raw' ? this.rawBody(request, route) : request.body;
       fingerprint = requestFingerprint(request.method, requestTarget(request), body, route.id);
     } catch (err) {
-      if (err instanceof BodyTooDeepError) throw new IdempotencyException(400, MESSAGES.tooDeep);
+      if (err instanceof BodyTooDeepError) throw new IdempotencyException(400, MESSAGES.tooDeep, NO_HEADERS, 'body-too-deep');
       throw err;
     }
 
@@ -85,16 +88,18 @@ export class IdempotencyService {
       // Fail closed: without the store there is no telling whether this key already ran.
       this.logger.error(LOGS.claimFailed(route.id, (err as Error).message));
       this.abandon(claim);
-      throw new IdempotencyException(503, MESSAGES.unavailable, RETRY_AFTER);
+      throw new IdempotencyException(503, MESSAGES.unavailable, RETRY_AFTER, 'store-unavailable');
     }
     switch (outcome.state) {
       case 'claimed':
         return claim;
       case 'in-flight':
-        if (outcome.fingerprint !== fingerprint) throw new IdempotencyException(422, MESSAGES.reused(headerName));
-        throw new IdempotencyException(409, MESSAGES.inFlight(headerName), RETRY_AFTER);
+        if (outcome.fingerprint !== fingerprint)
+          throw new IdempotencyException(422, MESSAGES.reused(headerName), NO_HEADERS, 'key-reused');
+        throw new IdempotencyException(409, MESSAGES.inFlight(headerName), RETRY_AFTER, 'key-in-flight');
       case 'completed':
-        if (outcome.record.fingerprint !== fingerprint) throw new IdempotencyException(422, MESSAGES.reused(headerName));
+        if (outcome.record.fingerprint !== fingerprint)
+          throw new IdempotencyException(422, MESSAGES.reused(headerName), NO_HEADERS, 'key-reused');
         throw new IdempotentReplay(outcome.record.response);
     }
   }
@@ -143,11 +148,11 @@ export class IdempotencyService {
     if (typeof raw !== 'string' || raw === '') {
       // The server's fault, not the client's: an empty scope would merge every caller into one.
       this.logger.error(LOGS.noScope(route.id, raw));
-      throw new IdempotencyException(500, MESSAGES.noScope);
+      throw new IdempotencyException(500, MESSAGES.noScope, NO_HEADERS, 'scope-unresolved');
     }
     const scope = escapeScope(raw);
     const problem = keyViolation(MESSAGES.scope, raw, scope.length, this.options.maxScopeLength);
-    if (problem) throw new IdempotencyException(400, problem);
+    if (problem) throw new IdempotencyException(400, problem, NO_HEADERS, 'scope-invalid');
     return scope;
   }
 

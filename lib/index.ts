@@ -17,7 +17,13 @@ export type {
   IdempotencyOptionsFactory,
 } from './interfaces/idempotency-module-options.interface.js';
 export type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
-export type { FingerprintMode, IdempotentOptions, MissingHeaderPolicy } from './interfaces/idempotent-options.interface.js';
+export type {
+  ErrorFormat,
+  FingerprintMode,
+  IdempotentOptions,
+  MissingHeaderPolicy,
+} from './interfaces/idempotent-options.interface.js';
+export type { IdempotencyErrorCode } from './interfaces/idempotency-error.interface.js';
 export type {
   IdempotencyIdentity,
   IdempotencyIdentityResolver,
@@ -28,6 +34,7 @@ export {
   REPLAYED_HEADER,
   DEFAULT_HEADER_NAME,
   DEFAULT_KEY_PREFIX,
+  DEFAULT_PROBLEM_TYPE_BASE_URL,
   DEFAULT_LEASE_MS,
   DEFAULT_MAX_KEY_LENGTH,
   DEFAULT_MAX_SCOPE_LENGTH,

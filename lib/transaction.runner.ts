@@ -165,8 +165,8 @@ export class TransactionRunner {
           } else if (!started) {
             detached = true; // no handler ran: nothing to wait for once the error is out
             recording.abandon();
-            const unavailable = new IdempotencyException(503, MESSAGES.unavailable, RETRY_AFTER);
-            answer(response, unavailable);
+            const unavailable = new IdempotencyException(503, MESSAGES.unavailable, RETRY_AFTER, 'store-unavailable');
+            answer(response, unavailable, this.service.options);
             subscriber.error(unavailable);
           }
           return instead;
@@ -204,7 +204,13 @@ export class TransactionRunner {
       // Not ours any more: the request that took the key over answers retries.
       this.logger.warn(LOGS.transactionLost(claim.route));
       return errorResponse(
-        new IdempotencyException(409, MESSAGES.transactionTimedOut(this.service.options.headerName), RETRY_AFTER),
+        new IdempotencyException(
+          409,
+          MESSAGES.transactionTimedOut(this.service.options.headerName),
+          RETRY_AFTER,
+          'transaction-timed-out',
+        ),
+        this.service.options,
       );
     }
     if (state.completed && !ROLLED_BACK.has(sqlState(err))) {
@@ -214,6 +220,9 @@ export class TransactionRunner {
       this.logger.error(LOGS.transactionRolledBack(claim.route, reason(err)));
       await this.service.release(claim);
     }
-    return errorResponse(new IdempotencyException(503, MESSAGES.notCommitted, RETRY_AFTER));
+    return errorResponse(
+      new IdempotencyException(503, MESSAGES.notCommitted, RETRY_AFTER, 'not-committed'),
+      this.service.options,
+    );
   }
 }

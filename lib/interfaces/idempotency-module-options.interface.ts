@@ -1,7 +1,7 @@
 import type { FactoryProvider, ModuleMetadata, Provider, Type } from '@nestjs/common';
 import type { IdempotencyStore } from './idempotency-store.interface.js';
 import type { IdempotencyTransactions } from './idempotency-transactions.interface.js';
-import type { FingerprintMode, MissingHeaderPolicy } from './idempotent-options.interface.js';
+import type { ErrorFormat, FingerprintMode, MissingHeaderPolicy } from './idempotent-options.interface.js';
 import type { IdempotencyIdentity } from './identity-resolver.interface.js';
 
 /** Options of `IdempotencyModule`. Every one is optional. */
@@ -36,6 +36,18 @@ export interface IdempotencyModuleOptions {
   missingHeader?: MissingHeaderPolicy;
   /** What the body part of the fingerprint is made of. Default `'canonical'`; see {@link FingerprintMode}. */
   fingerprint?: FingerprintMode;
+  /**
+   * The body of the module's own errors (400, 409, 415, 422, 500, 503). `'json'` (default):
+   * `{"error": "<sentence>"}`. `'problem+json'`: RFC 9457 problem details, `application/problem+json`
+   * with `type`, `title`, `status` and `detail` (the same sentence), as the IETF draft recommends.
+   */
+  errorFormat?: ErrorFormat;
+  /**
+   * Prefix of each problem's `type` URI; the error's code (`key-missing`, `key-reused`, …) follows
+   * it. Default `'urn:nestjs-idempotency:problem:'` (identifiers, not links): point it at your API's
+   * documentation, e.g. `'https://api.example.com/problems/'`.
+   */
+  problemTypeBaseUrl?: string;
   /** Caller scope folded into every key. Default: none (callers sharing a key share its response). */
   identity?: IdempotencyIdentity;
   /**

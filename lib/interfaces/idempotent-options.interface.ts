@@ -28,5 +28,8 @@ export interface IdempotentOptions {
  */
 export type FingerprintMode = 'canonical' | 'raw';
 
+/** The body of the module's own errors: `{"error": "…"}`, or RFC 9457 problem details. */
+export type ErrorFormat = 'json' | 'problem+json';
+
 /** `'reject'`: answer 400. `'pass-through'`: run the handler without deduplication, store nothing. */
 export type MissingHeaderPolicy = 'reject' | 'pass-through';

@@ -1,6 +1,6 @@
 import type { IdempotencyStore } from './idempotency-store.interface.js';
 import type { IdempotencyTransactions } from './idempotency-transactions.interface.js';
-import type { FingerprintMode, MissingHeaderPolicy } from './idempotent-options.interface.js';
+import type { ErrorFormat, FingerprintMode, MissingHeaderPolicy } from './idempotent-options.interface.js';
 import type { IdempotencyIdentity } from './identity-resolver.interface.js';
 
 /**
@@ -20,6 +20,8 @@ export interface ResolvedIdempotencyOptions {
   readonly maxScopeLength: number;
   readonly missingHeader: MissingHeaderPolicy;
   readonly fingerprint: FingerprintMode;
+  readonly errorFormat: ErrorFormat;
+  readonly problemTypeBaseUrl: string;
   readonly identity: IdempotencyIdentity | undefined;
   readonly transactions: IdempotencyTransactions | undefined;
   readonly transactionTimeoutMs: number;

@@ -15,11 +15,13 @@ import type { IdempotencyModuleOptions } from '../interfaces/idempotency-module-
 import type { IdempotencyStore } from '../interfaces/idempotency-store.interface.js';
 import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
 import {
+  errorFormat,
   fail,
   fingerprintMode,
   identityOption,
   integerIn,
   missingHeaderPolicy,
+  problemTypeBaseUrl,
   refuseUnknownKeys,
   transactionsOption,
 } from './option.validators.js';
@@ -38,6 +40,8 @@ const MODULE_KEYS = [
   'maxScopeLength',
   'missingHeader',
   'fingerprint',
+  'errorFormat',
+  'problemTypeBaseUrl',
   'identity',
   'transactions',
   'transactionTimeoutMs',
@@ -85,6 +89,8 @@ export function resolveModuleOptions(
     ),
     missingHeader: missingHeaderPolicy(where, options.missingHeader, 'reject'),
     fingerprint: fingerprintMode(where, options.fingerprint, 'canonical'),
+    errorFormat: errorFormat(where, options.errorFormat),
+    problemTypeBaseUrl: problemTypeBaseUrl(where, options.problemTypeBaseUrl),
     identity: identityOption(where, options.identity),
     transactions: transactionsOption(where, options.transactions),
     transactionTimeoutMs: integerIn(

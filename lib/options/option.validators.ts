@@ -1,5 +1,6 @@
 import { CONFIG_ERRORS } from '../idempotency.messages.js';
-import type { FingerprintMode, MissingHeaderPolicy } from '../interfaces/idempotent-options.interface.js';
+import { DEFAULT_PROBLEM_TYPE_BASE_URL } from '../idempotency.constants.js';
+import type { ErrorFormat, FingerprintMode, MissingHeaderPolicy } from '../interfaces/idempotent-options.interface.js';
 import type { IdempotencyTransactions } from '../interfaces/idempotency-transactions.interface.js';
 import type { IdempotencyIdentity } from '../interfaces/identity-resolver.interface.js';
 
@@ -77,6 +78,22 @@ export function missingHeaderPolicy(where: string, value: unknown, fallback: Mis
 export function fingerprintMode(where: string, value: unknown, fallback: FingerprintMode): FingerprintMode {
   if (value === undefined) return fallback;
   if (value !== 'canonical' && value !== 'raw') fail(where, CONFIG_ERRORS.fingerprint(value));
+  return value;
+}
+
+export function errorFormat(where: string, value: unknown): ErrorFormat {
+  if (value === undefined) return 'json';
+  if (value !== 'json' && value !== 'problem+json') fail(where, CONFIG_ERRORS.errorFormat(value));
+  return value;
+}
+
+// A URI scheme and no white space or control character: what RFC 3986 needs of an absolute URI's start.
+// eslint-disable-next-line no-control-regex -- control characters are exactly what it refuses
+const URI_PREFIX = /^[A-Za-z][A-Za-z0-9+.-]*:[^\s\x00-\x1f\x7f]*$/;
+
+export function problemTypeBaseUrl(where: string, value: unknown): string {
+  if (value === undefined) return DEFAULT_PROBLEM_TYPE_BASE_URL;
+  if (typeof value !== 'string' || !URI_PREFIX.test(value)) fail(where, CONFIG_ERRORS.problemTypeBaseUrl);
   return value;
 }
 

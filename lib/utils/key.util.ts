@@ -20,7 +20,7 @@ const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 
 /**
- * The key as the client meant it. The IETF draft (draft-ietf-httpapi-idempotency-key-header §2)
+ * The key as the client meant it. The IETF draft (draft-ietf-httpapi-idempotency-key-header-07 §2.1)
  * makes the header a Structured Field String (RFC 9651 §3.3.3): `"8e03978e-40d5"` is unquoted and
  * unescaped, so it is the same key as the bare `8e03978e-40d5` that most clients send, which is
  * taken as it is. `undefined` for a malformed string: unterminated, a backslash before anything but

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import type { INestApplication } from '@nestjs/common';
 import request from 'supertest';
 import { IdempotencyModule } from '../../lib/index.js';
@@ -50,5 +50,64 @@ describe.each(ADAPTERS)('IETF draft conformance on %s', (adapter) => {
       expect(res.text).not.toContain('secret');
     }
     expect(runs.of('payments')).toBe(before);
+  });
+});
+
+describe.each(ADAPTERS)("errorFormat: 'problem+json' on %s", (adapter) => {
+  let app: INestApplication;
+  let gate: Gate;
+  beforeAll(async () => {
+    app = await startApp(adapter, {
+      imports: [
+        IdempotencyModule.forRoot({ errorFormat: 'problem+json', problemTypeBaseUrl: 'https://api.example.com/problems/' }),
+      ],
+      controllers: [TestController],
+      providers: [Runs, Gate],
+    });
+    gate = app.get(Gate);
+  });
+  afterAll(() => app.close());
+  afterEach(() => gate.release());
+  const post = (key: string | undefined, body: object = { amount: 7 }) => {
+    const req = request(app.getHttpServer()).post('/payments');
+    return (key === undefined ? req : req.set('Idempotency-Key', key)).send(body);
+  };
+  const expectProblem = (res: request.Response, status: number, code: string, title: string, detail: string) => {
+    expect(res.status).toBe(status);
+    expect(res.headers['content-type']).toBe('application/problem+json');
+    expect(JSON.parse(res.text)).toEqual({ type: `https://api.example.com/problems/${code}`, title, status, detail });
+  };
+
+  it('answers a missing key, a concurrent duplicate and a reused key with the draft’s problem types', async () => {
+    expectProblem(await post(undefined), 400, 'key-missing', 'Idempotency-Key is missing', 'idempotency-key header is required');
+    const key = newKey();
+    gate.close();
+    const entered = gate.whenEntered();
+    const first = post(key).then((r) => r);
+    await entered;
+    const busy = await post(key);
+    expectProblem(
+      busy,
+      409,
+      'key-in-flight',
+      'A request is outstanding for this Idempotency-Key',
+      'idempotency-key in-flight; retry shortly',
+    );
+    expect(busy.headers['retry-after']).toBe('1');
+    expect(busy.text).not.toContain(key);
+    gate.release();
+    expect((await first).status).toBe(201);
+    const reused = await post(key, { amount: 8 });
+    expectProblem(
+      reused,
+      422,
+      'key-reused',
+      'Idempotency-Key is already used',
+      'idempotency-key was already used for a different request',
+    );
+    expect(reused.text).not.toContain(key);
+    const invalid = await post('"unterminated');
+    expect(invalid.status).toBe(400);
+    expect(JSON.parse(invalid.text)).toMatchObject({ type: 'https://api.example.com/problems/key-invalid', status: 400 });
   });
 });

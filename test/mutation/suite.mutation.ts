@@ -11,6 +11,7 @@ import '../unit/store-value.codec.spec.js';
 import '../unit/response.recorder.spec.js';
 import '../unit/response.writer.spec.js';
 import '../unit/value.renderer.spec.js';
+import '../unit/idempotency.answers.spec.js';
 import '../unit/idempotency.filter.spec.js';
 import '../unit/idempotency.service.spec.js';
 import '../unit/lease.renewer.spec.js';

@@ -46,7 +46,7 @@ async function httpError(promise: Promise<unknown>) {
   const err = await rejection(promise);
   expect(err).toBeInstanceOf(IdempotencyException);
   const e = err as IdempotencyException;
-  return { status: e.getStatus(), reason: e.reason, headers: e.headers };
+  return { status: e.getStatus(), reason: e.reason, headers: e.headers, code: e.code };
 }
 
 describe('IdempotencyService.begin: raw-body fingerprints', () => {
@@ -121,6 +121,7 @@ describe('IdempotencyService.begin: the key', () => {
     expect(await httpError(service.begin(request('abc'), context, route()))).toEqual({
       status: 400,
       reason: 'x-key header is required',
+      code: 'key-missing',
       headers: {},
     });
   });
@@ -130,6 +131,7 @@ describe('IdempotencyService.begin: the key', () => {
     expect(await httpError(service.begin(request(['a', 'b']), context, route()))).toEqual({
       status: 400,
       reason: 'idempotency-key has a control character or space at index 2',
+      code: 'key-invalid',
       headers: {},
     });
     expect(store.calls).toEqual([]);
@@ -141,6 +143,7 @@ describe('IdempotencyService.begin: the key', () => {
       expect(await httpError(service.begin(request(key), context, route()))).toEqual({
         status: 400,
         reason: 'idempotency-key header is required',
+        code: 'key-missing',
         headers: {},
       });
       expect(await service.begin(request(key), context, route({ missingHeader: 'pass-through' }))).toBeUndefined();
@@ -153,10 +156,12 @@ describe('IdempotencyService.begin: the key', () => {
     expect(await httpError(service.begin(request('abcdef'), context, route()))).toEqual({
       status: 400,
       reason: 'idempotency-key exceeds 5 characters',
+      code: 'key-invalid',
       headers: {},
     });
     expect(await httpError(service.begin(request('      '), context, route({ missingHeader: 'pass-through' })))).toMatchObject({
       reason: 'idempotency-key exceeds 5 characters',
+      code: 'key-invalid',
     });
     expect((await service.begin(request('abcde'), context, route()))!.key).toBe('abcde');
     expect(store.calls).toHaveLength(1);
@@ -167,6 +172,7 @@ describe('IdempotencyService.begin: the key', () => {
     expect(await httpError(service.begin(request('ab c'), context, route()))).toEqual({
       status: 400,
       reason: 'idempotency-key has a control character or space at index 2',
+      code: 'key-invalid',
       headers: {},
     });
     expect(store.calls).toEqual([]);
@@ -194,6 +200,7 @@ describe('IdempotencyService.begin: a key sent as a Structured Field String', ()
         status: 400,
         reason:
           'idempotency-key starts with a quote but is not a valid Structured Field String (RFC 9651): unterminated, a bad escape, or something after the closing quote',
+        code: 'key-invalid',
         headers: {},
       });
     }
@@ -204,10 +211,12 @@ describe('IdempotencyService.begin: a key sent as a Structured Field String', ()
     const { store, service } = setup({ maxKeyLength: 5 });
     expect(await httpError(service.begin(request('""'), context, route()))).toMatchObject({
       reason: 'idempotency-key header is required',
+      code: 'key-missing',
     });
     expect(await service.begin(request('"  "'), context, route({ missingHeader: 'pass-through' }))).toBeUndefined();
     expect(await httpError(service.begin(request('"a b"'), context, route()))).toMatchObject({
       reason: 'idempotency-key has a control character or space at index 1',
+      code: 'key-invalid',
     });
     // Five characters, each escaped: 12 sent, the most a five-character key can take.
     const longest = `"${'\\"'.repeat(5)}"`;
@@ -215,13 +224,16 @@ describe('IdempotencyService.begin: a key sent as a Structured Field String', ()
     expect((await service.begin(request(longest), context, route()))!.key).toBe('"'.repeat(5));
     expect(await httpError(service.begin(request(`"${'\\"'.repeat(5)}a"`), context, route()))).toMatchObject({
       reason: 'idempotency-key exceeds 5 characters',
+      code: 'key-invalid',
     });
     expect(await httpError(service.begin(request('"abcdef"'), context, route()))).toMatchObject({
       reason: 'idempotency-key exceeds 5 characters',
+      code: 'key-invalid',
     });
     // Unquoted, the limit applies to what was sent, before anything else is read.
     expect(await httpError(service.begin(request('abcdef'), context, route()))).toMatchObject({
       reason: 'idempotency-key exceeds 5 characters',
+      code: 'key-invalid',
     });
     expect(store.calls).toHaveLength(1);
   });
@@ -280,6 +292,7 @@ describe('IdempotencyService.begin: the identity scope', () => {
       expect(await httpError(service.begin(request('k'), context, route({ identity: () => bad as never })))).toEqual({
         status: 500,
         reason: 'the caller scope of this request could not be resolved',
+        code: 'scope-unresolved',
         headers: {},
       });
       expect(log.errors).toHaveBeenLastCalledWith(
@@ -294,11 +307,13 @@ describe('IdempotencyService.begin: the identity scope', () => {
     expect(await httpError(service.begin(request('k'), context, route({ identity: () => 'a:b:' })))).toEqual({
       status: 400,
       reason: 'identity scope exceeds 6 characters',
+      code: 'scope-invalid',
       headers: {},
     });
     expect(await httpError(service.begin(request('k'), context, route({ identity: () => 'a b' })))).toEqual({
       status: 400,
       reason: 'identity scope has a control character or space at index 1',
+      code: 'scope-invalid',
       headers: {},
     });
     expect(store.calls).toEqual([]);
@@ -355,6 +370,7 @@ describe('IdempotencyService.begin: the body and the store', () => {
     expect(await httpError(service.begin(request('k', { body: deep }), context, route()))).toEqual({
       status: 400,
       reason: 'request body is nested too deeply',
+      code: 'body-too-deep',
       headers: {},
     });
     const boom = new TypeError('boom');
@@ -373,6 +389,7 @@ describe('IdempotencyService.begin: the body and the store', () => {
     expect(await httpError(service.begin(request('k'), context, route()))).toEqual({
       status: 503,
       reason: 'idempotency store unavailable; retry shortly',
+      code: 'store-unavailable',
       headers: { 'retry-after': '1' },
     });
     expect(log.errors).toHaveBeenCalledWith('Pay.create: claim failed, answering 503: ECONNREFUSED');
@@ -428,6 +445,7 @@ describe('IdempotencyService.begin: the body and the store', () => {
         status: 415,
         reason:
           "request body is read by no body parser, so it cannot be checked against the key; register a parser for its media type (e.g. app.useBodyParser('text'))",
+        code: 'body-unread',
         headers: {},
       });
     }
@@ -454,12 +472,14 @@ describe('IdempotencyService.begin: the body and the store', () => {
     expect(await httpError(service.begin(request('k'), context, route()))).toEqual({
       status: 409,
       reason: 'idempotency-key in-flight; retry shortly',
+      code: 'key-in-flight',
       headers: { 'retry-after': '1' },
     });
     store.claimAnswer = async () => ({ state: 'in-flight', fingerprint: 'other' });
     expect(await httpError(service.begin(request('k'), context, route()))).toEqual({
       status: 422,
       reason: 'idempotency-key was already used for a different request',
+      code: 'key-reused',
       headers: {},
     });
   });
@@ -475,6 +495,7 @@ describe('IdempotencyService.begin: the body and the store', () => {
     expect(await httpError(service.begin(request('k'), context, route()))).toEqual({
       status: 422,
       reason: 'idempotency-key was already used for a different request',
+      code: 'key-reused',
       headers: {},
     });
   });

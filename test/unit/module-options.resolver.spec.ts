@@ -27,6 +27,8 @@ describe('resolveModuleOptions', () => {
       maxScopeLength: 255,
       missingHeader: 'reject',
       fingerprint: 'canonical',
+      errorFormat: 'json',
+      problemTypeBaseUrl: 'urn:nestjs-idempotency:problem:',
       identity: undefined,
       transactions: undefined,
       transactionTimeoutMs: 30_000,
@@ -50,6 +52,8 @@ describe('resolveModuleOptions', () => {
         maxScopeLength: 2,
         missingHeader: 'pass-through',
         fingerprint: 'raw',
+        errorFormat: 'problem+json',
+        problemTypeBaseUrl: 'https://api.example.com/problems/',
         identity,
         transactions,
         transactionTimeoutMs: 3,
@@ -65,6 +69,8 @@ describe('resolveModuleOptions', () => {
       maxScopeLength: 2,
       missingHeader: 'pass-through',
       fingerprint: 'raw',
+      errorFormat: 'problem+json',
+      problemTypeBaseUrl: 'https://api.example.com/problems/',
       identity,
       transactions,
       transactionTimeoutMs: 3,
@@ -133,7 +139,7 @@ describe('resolveModuleOptions', () => {
 
   it('refuses an unknown option, naming the one it most likely meant', () => {
     const valid =
-      'valid: cache, ttlMs, leaseMs, maxHoldMs, headerName, keyPrefix, maxKeyLength, maxScopeLength, missingHeader, fingerprint, identity';
+      'valid: cache, ttlMs, leaseMs, maxHoldMs, headerName, keyPrefix, maxKeyLength, maxScopeLength, missingHeader, fingerprint, errorFormat, problemTypeBaseUrl, identity';
     expect(() => resolveModuleOptions({ store: store() } as never)).toThrow(
       err(`unknown option "store" (did you mean cache?); ${valid}`),
     );
@@ -203,6 +209,26 @@ describe('resolveModuleOptions', () => {
     for (const bad of ['bytes', true, null]) {
       expect(() => resolveModuleOptions({ fingerprint: bad as never })).toThrow(
         err(`fingerprint must be 'canonical' or 'raw', got ${String(bad)}`),
+      );
+    }
+  });
+
+  it("errorFormat is 'json' or 'problem+json'; problemTypeBaseUrl an absolute URI prefix", () => {
+    expect(resolveModuleOptions({ errorFormat: 'problem+json' }).errorFormat).toBe('problem+json');
+    expect(resolveModuleOptions({ errorFormat: 'json' }).errorFormat).toBe('json');
+    for (const bad of ['problem', 'application/problem+json', 1]) {
+      expect(() => resolveModuleOptions({ errorFormat: bad as never })).toThrow(
+        err(`errorFormat must be 'json' or 'problem+json', got ${String(bad)}`),
+      );
+    }
+    for (const good of ['https://api.example.com/problems/', 'urn:x:', 'tag:example.com,2026:p/']) {
+      expect(resolveModuleOptions({ problemTypeBaseUrl: good }).problemTypeBaseUrl).toBe(good);
+    }
+    for (const bad of ['/problems/', 'https://a b/', 'https://a/\n', '', 7, '1http://x/']) {
+      expect(() => resolveModuleOptions({ problemTypeBaseUrl: bad as never })).toThrow(
+        err(
+          'problemTypeBaseUrl must be an absolute URI prefix (scheme first, no white space), e.g. https://api.example.com/problems/',
+        ),
       );
     }
   });
