@@ -3,12 +3,10 @@ import { STATUS_CODES } from 'node:http';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
 import { IdempotentReplay } from './exceptions/idempotent-replay.exception.js';
 import { sendFinal } from './http/response.writer.js';
-import { REPLAYED_HEADER } from './idempotency.constants.js';
 import { PROBLEM_TITLES } from './idempotency.messages.js';
 import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
 import type { StoredResponse } from './interfaces/stored-response.interface.js';
 
-const REPLAYED = { [REPLAYED_HEADER]: 'true' };
 const JSON_TYPE = { 'content-type': 'application/json; charset=utf-8' };
 const PROBLEM_TYPE = { 'content-type': 'application/problem+json' };
 const NONE = {};
@@ -23,6 +21,35 @@ export function isStream(value: unknown): boolean {
 
 /** How the module's errors are written: the two options that decide it. */
 export type ErrorOptions = Pick<ResolvedIdempotencyOptions, 'errorFormat' | 'problemTypeBaseUrl'>;
+/** How the module answers: its errors, and how a replay is marked. */
+export type AnswerOptions = ErrorOptions & Pick<ResolvedIdempotencyOptions, 'replayFlag' | 'replayedHeader'>;
+
+// application/json, application/problem+json, application/vnd.x+json; with or without parameters.
+const JSON_MEDIA_TYPE = /^application\/(?:[^;\s]*\+)?json\s*(?:;|$)/i;
+
+/**
+ * A stored JSON object body with `"replayed": true` added; any other body as it is. Parsed and
+ * written again rather than spliced, so a body that has the key already gets it set, not doubled.
+ */
+function flaggedBody(stored: StoredResponse): Buffer {
+  const type = stored.headers['content-type'];
+  if (typeof type !== 'string' || !JSON_MEDIA_TYPE.test(type)) return stored.body;
+  let value: unknown;
+  try {
+    value = JSON.parse(stored.body.toString('utf8'));
+  } catch {
+    return stored.body;
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return stored.body;
+  return Buffer.from(JSON.stringify({ ...value, replayed: true }));
+}
+
+/** Sends a stored response again, marked as a replay the way the options say. */
+function replay(response: object, stored: StoredResponse, options: AnswerOptions): void {
+  const headers = options.replayedHeader === false ? NONE : { [options.replayedHeader]: 'true' };
+  const body = options.replayFlag === 'header' ? stored.body : flaggedBody(stored);
+  sendFinal(response, body === stored.body ? stored : { ...stored, body }, headers);
+}
 
 /**
  * The module's own error as the response it sends: a small JSON body, or RFC 9457 problem details
@@ -44,9 +71,9 @@ export function errorResponse(err: IdempotencyException, options: ErrorOptions):
 }
 
 /** Writes the module's own answer (a replay or a 4xx/5xx) before any filter can choose another. */
-export function answer(response: object, err: unknown, options: ErrorOptions): void {
+export function answer(response: object, err: unknown, options: AnswerOptions): void {
   if (err instanceof IdempotentReplay) {
-    sendFinal(response, err.response, REPLAYED);
+    replay(response, err.response, options);
   } else if (err instanceof IdempotencyException) {
     sendFinal(response, errorResponse(err, options), NONE);
   }

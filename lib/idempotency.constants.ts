@@ -10,7 +10,7 @@ export const IDEMPOTENT_ROUTE_METADATA = 'nestjs-idempotency:route';
  */
 export const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'SEARCH', 'PROPFIND', 'QUERY']);
 
-/** Header added to every replayed response (the Stripe convention). */
+/** Header added to every replayed response by default (the Stripe convention); see `replayedHeader`. */
 export const REPLAYED_HEADER = 'idempotent-replayed';
 
 /** Sent with 409 and 503: both clear up by themselves, so the client should retry after a pause. */

@@ -112,6 +112,8 @@ export const CONFIG_ERRORS = {
   errorFormat: (got: unknown) => `errorFormat must be 'json' or 'problem+json', got ${String(got)}`,
   problemTypeBaseUrl:
     'problemTypeBaseUrl must be an absolute URI prefix (scheme first, no white space), e.g. https://api.example.com/problems/',
+  replayFlag: (got: unknown) => `replayFlag must be 'header', 'body' or 'header-and-body', got ${String(got)}`,
+  replayedHeader: 'replayedHeader must be a header name (an HTTP token) or false',
   fingerprint: (got: unknown) => `fingerprint must be 'canonical' or 'raw', got ${String(got)}`,
   missingHeader: (got: unknown) => `missingHeader must be 'reject' or 'pass-through', got ${String(got)}`,
   identity: 'identity must be a function (req) => string or an injectable resolver class',

@@ -22,6 +22,7 @@ export type {
   FingerprintMode,
   IdempotentOptions,
   MissingHeaderPolicy,
+  ReplayFlag,
 } from './interfaces/idempotent-options.interface.js';
 export type { IdempotencyErrorCode } from './interfaces/idempotency-error.interface.js';
 export type {

@@ -1,7 +1,7 @@
 import type { FactoryProvider, ModuleMetadata, Provider, Type } from '@nestjs/common';
 import type { IdempotencyStore } from './idempotency-store.interface.js';
 import type { IdempotencyTransactions } from './idempotency-transactions.interface.js';
-import type { ErrorFormat, FingerprintMode, MissingHeaderPolicy } from './idempotent-options.interface.js';
+import type { ErrorFormat, FingerprintMode, MissingHeaderPolicy, ReplayFlag } from './idempotent-options.interface.js';
 import type { IdempotencyIdentity } from './identity-resolver.interface.js';
 
 /** Options of `IdempotencyModule`. Every one is optional. */
@@ -48,6 +48,13 @@ export interface IdempotencyModuleOptions {
    * documentation, e.g. `'https://api.example.com/problems/'`.
    */
   problemTypeBaseUrl?: string;
+  /** How a replay is marked. Default `'header'`; see {@link ReplayFlag}. */
+  replayFlag?: ReplayFlag;
+  /**
+   * The header that marks a replay (peers spell it `Idempotent-Replayed`, `Idempotency-Replayed`,
+   * `X-Idempotent-Replayed`, …). Default `'idempotent-replayed'`; `false` sends none.
+   */
+  replayedHeader?: string | false;
   /** Caller scope folded into every key. Default: none (callers sharing a key share its response). */
   identity?: IdempotencyIdentity;
   /**

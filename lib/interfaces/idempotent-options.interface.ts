@@ -28,6 +28,13 @@ export interface IdempotentOptions {
  */
 export type FingerprintMode = 'canonical' | 'raw';
 
+/**
+ * How a replay is marked: `'header'` (default) adds the `replayedHeader`; `'body'` adds
+ * `"replayed": true` to a JSON object body instead (the convention of the project's second seed);
+ * `'header-and-body'` does both. Other bodies are replayed untouched.
+ */
+export type ReplayFlag = 'header' | 'body' | 'header-and-body';
+
 /** The body of the module's own errors: `{"error": "…"}`, or RFC 9457 problem details. */
 export type ErrorFormat = 'json' | 'problem+json';
 

@@ -1,6 +1,6 @@
 import type { IdempotencyStore } from './idempotency-store.interface.js';
 import type { IdempotencyTransactions } from './idempotency-transactions.interface.js';
-import type { ErrorFormat, FingerprintMode, MissingHeaderPolicy } from './idempotent-options.interface.js';
+import type { ErrorFormat, FingerprintMode, MissingHeaderPolicy, ReplayFlag } from './idempotent-options.interface.js';
 import type { IdempotencyIdentity } from './identity-resolver.interface.js';
 
 /**
@@ -22,6 +22,9 @@ export interface ResolvedIdempotencyOptions {
   readonly fingerprint: FingerprintMode;
   readonly errorFormat: ErrorFormat;
   readonly problemTypeBaseUrl: string;
+  readonly replayFlag: ReplayFlag;
+  /** Lower case; `false` when replays carry no header (`replayFlag: 'body'` or `replayedHeader: false`). */
+  readonly replayedHeader: string | false;
   readonly identity: IdempotencyIdentity | undefined;
   readonly transactions: IdempotencyTransactions | undefined;
   readonly transactionTimeoutMs: number;

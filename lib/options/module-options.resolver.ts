@@ -9,6 +9,7 @@ import {
   DEFAULT_TTL_MS,
   MAX_TIMER_MS,
   MAX_TTL_MS,
+  REPLAYED_HEADER,
 } from '../idempotency.constants.js';
 import { CONFIG_ERRORS } from '../idempotency.messages.js';
 import type { IdempotencyModuleOptions } from '../interfaces/idempotency-module-options.interface.js';
@@ -23,6 +24,7 @@ import {
   missingHeaderPolicy,
   problemTypeBaseUrl,
   refuseUnknownKeys,
+  replayFlag,
   transactionsOption,
 } from './option.validators.js';
 
@@ -42,6 +44,8 @@ const MODULE_KEYS = [
   'fingerprint',
   'errorFormat',
   'problemTypeBaseUrl',
+  'replayFlag',
+  'replayedHeader',
   'identity',
   'transactions',
   'transactionTimeoutMs',
@@ -70,6 +74,11 @@ export function resolveModuleOptions(
   // eslint-disable-next-line no-control-regex -- control characters are exactly what it looks for
   if (typeof keyPrefix !== 'string' || /[\x00-\x20\x7f]/.test(keyPrefix)) fail(where, CONFIG_ERRORS.keyPrefix);
   // Timer-driven durations stop at what setTimeout can wait: past it Node fires after 1 ms.
+  const replay = replayFlag(where, options.replayFlag);
+  const replayedHeader = options.replayedHeader ?? REPLAYED_HEADER;
+  if (replayedHeader !== false && (typeof replayedHeader !== 'string' || !TOKEN.test(replayedHeader))) {
+    fail(where, CONFIG_ERRORS.replayedHeader);
+  }
   const leaseMs = integerIn(where, 'leaseMs', options.leaseMs, DEFAULT_LEASE_MS, 3, MAX_TIMER_MS);
   return {
     store,
@@ -91,6 +100,8 @@ export function resolveModuleOptions(
     fingerprint: fingerprintMode(where, options.fingerprint, 'canonical'),
     errorFormat: errorFormat(where, options.errorFormat),
     problemTypeBaseUrl: problemTypeBaseUrl(where, options.problemTypeBaseUrl),
+    replayFlag: replay,
+    replayedHeader: replay === 'body' || replayedHeader === false ? false : replayedHeader.toLowerCase(),
     identity: identityOption(where, options.identity),
     transactions: transactionsOption(where, options.transactions),
     transactionTimeoutMs: integerIn(

@@ -1,6 +1,11 @@
 import { CONFIG_ERRORS } from '../idempotency.messages.js';
 import { DEFAULT_PROBLEM_TYPE_BASE_URL } from '../idempotency.constants.js';
-import type { ErrorFormat, FingerprintMode, MissingHeaderPolicy } from '../interfaces/idempotent-options.interface.js';
+import type {
+  ErrorFormat,
+  FingerprintMode,
+  MissingHeaderPolicy,
+  ReplayFlag,
+} from '../interfaces/idempotent-options.interface.js';
 import type { IdempotencyTransactions } from '../interfaces/idempotency-transactions.interface.js';
 import type { IdempotencyIdentity } from '../interfaces/identity-resolver.interface.js';
 
@@ -94,6 +99,12 @@ const URI_PREFIX = /^[A-Za-z][A-Za-z0-9+.-]*:[^\s\x00-\x1f\x7f]*$/;
 export function problemTypeBaseUrl(where: string, value: unknown): string {
   if (value === undefined) return DEFAULT_PROBLEM_TYPE_BASE_URL;
   if (typeof value !== 'string' || !URI_PREFIX.test(value)) fail(where, CONFIG_ERRORS.problemTypeBaseUrl);
+  return value;
+}
+
+export function replayFlag(where: string, value: unknown): ReplayFlag {
+  if (value === undefined) return 'header';
+  if (value !== 'header' && value !== 'body' && value !== 'header-and-body') fail(where, CONFIG_ERRORS.replayFlag(value));
   return value;
 }
 

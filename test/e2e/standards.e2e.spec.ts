@@ -111,3 +111,31 @@ describe.each(ADAPTERS)("errorFormat: 'problem+json' on %s", (adapter) => {
     expect(JSON.parse(invalid.text)).toMatchObject({ type: 'https://api.example.com/problems/key-invalid', status: 400 });
   });
 });
+
+describe.each(ADAPTERS)("replayFlag: 'header-and-body' on %s", (adapter) => {
+  let app: INestApplication;
+  beforeAll(async () => {
+    app = await startApp(adapter, {
+      imports: [IdempotencyModule.forRoot({ replayFlag: 'header-and-body', replayedHeader: 'X-Idempotency-Replayed' })],
+      controllers: [TestController],
+      providers: [Runs, Gate],
+    });
+  });
+  afterAll(() => app.close());
+
+  it('replays a 201 JSON body with "replayed": true, the right content-length and the header as configured', async () => {
+    const key = newKey();
+    const post = () => request(app.getHttpServer()).post('/payments').set('Idempotency-Key', key).send({ amount: 9 });
+    const first = await post();
+    expect(first.status).toBe(201);
+    expect(first.body.replayed).toBeUndefined();
+    expect(first.headers['x-idempotency-replayed']).toBeUndefined();
+    const again = await post();
+    expect(again.status).toBe(201);
+    expect(again.body).toEqual({ ...first.body, replayed: true });
+    expect(Number(again.headers['content-length'])).toBe(Buffer.byteLength(again.text));
+    expect(again.headers['x-idempotency-replayed']).toBe('true');
+    expect(again.headers['idempotent-replayed']).toBeUndefined();
+    expect(again.headers['x-custom']).toBe('custom-value');
+  });
+});

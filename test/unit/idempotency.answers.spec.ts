@@ -1,7 +1,9 @@
 import { describe, expect, it } from '@jest/globals';
-import { errorResponse } from '../../lib/idempotency.answers.js';
+import { IdempotentReplay } from '../../lib/exceptions/idempotent-replay.exception.js';
+import { answer, type AnswerOptions, errorResponse } from '../../lib/idempotency.answers.js';
 import { PROBLEM_TITLES } from '../../lib/idempotency.messages.js';
-import { IdempotencyException } from '../../lib/index.js';
+import { IdempotencyException, type StoredResponse } from '../../lib/index.js';
+import { FakeResponse } from '../support/fake-response.js';
 
 const json = { errorFormat: 'json', problemTypeBaseUrl: 'urn:x:' } as const;
 const problem = { errorFormat: 'problem+json', problemTypeBaseUrl: 'https://api.example.com/p/' } as const;
@@ -43,5 +45,67 @@ describe('errorResponse', () => {
       expect(code).toMatch(/^[a-z]+(-[a-z]+)+$/);
       expect(title.length).toBeGreaterThan(10);
     }
+  });
+});
+
+describe('answer: how a replay is marked', () => {
+  const stored = (body: string, type: string | string[] | null = 'application/json; charset=utf-8'): StoredResponse => ({
+    status: 201,
+    headers: type === null ? { etag: '"1"' } : { 'content-type': type as string, etag: '"1"' },
+    body: Buffer.from(body),
+  });
+  const replayed = (response: StoredResponse, options: Partial<AnswerOptions> = {}) => {
+    const res = new FakeResponse();
+    answer(res.raw, new IdempotentReplay(response), {
+      ...json,
+      replayFlag: 'header',
+      replayedHeader: 'idempotent-replayed',
+      ...options,
+    });
+    const end = res.calls.find((c) => c.method === 'end')!;
+    return { status: res.statusCode, headers: res.getHeaders(), body: (end.args[0] as Buffer).toString() };
+  };
+
+  it('by default with Idempotent-Replayed: true and the stored bytes untouched', () => {
+    const response = stored('{"id":1}');
+    const res = new FakeResponse();
+    answer(res.raw, new IdempotentReplay(response), { ...json, replayFlag: 'header', replayedHeader: 'idempotent-replayed' });
+    expect(res.calls.find((c) => c.method === 'end')!.args[0]).toBe(response.body);
+    expect(res.getHeaders()).toEqual({
+      'content-type': 'application/json; charset=utf-8',
+      etag: '"1"',
+      'idempotent-replayed': 'true',
+    });
+    expect(res.statusCode).toBe(201);
+  });
+
+  it('with \'body\': "replayed": true in a JSON object body, and no header', () => {
+    const out = replayed(stored('{"id":42,"status":"paid"}'), { replayFlag: 'body', replayedHeader: false });
+    expect(out.body).toBe('{"id":42,"status":"paid","replayed":true}');
+    expect(out.headers).toEqual({ 'content-type': 'application/json; charset=utf-8', etag: '"1"' });
+    // A key of that name is set, not doubled; problem+json and other +json types are JSON too.
+    expect(replayed(stored('{"replayed":false,"a":1}'), { replayFlag: 'body' }).body).toBe('{"replayed":true,"a":1}');
+    expect(replayed(stored('{}', 'application/problem+json'), { replayFlag: 'body' }).body).toBe('{"replayed":true}');
+    expect(replayed(stored('{"a":1}', 'Application/Vnd.Api+JSON'), { replayFlag: 'body' }).body).toBe('{"a":1,"replayed":true}');
+  });
+
+  it.each([
+    ['an array', '[1,2]', 'application/json'],
+    ['a string', '"x"', 'application/json'],
+    ['null', 'null', 'application/json'],
+    ['bytes that are not JSON', '{"a":', 'application/json'],
+    ['text', '{"a":1}', 'text/plain'],
+    ['a type that only starts like JSON', '{"a":1}', 'application/jsonp'],
+    ['no content type', '{"a":1}', null],
+    ['two content types', '{"a":1}', ['application/json', 'text/plain']],
+  ])("with 'body': %s is replayed untouched", (_name, body, type) => {
+    expect(replayed(stored(body, type), { replayFlag: 'body' }).body).toBe(body);
+  });
+
+  it("with 'header-and-body' both, under the header name configured", () => {
+    const out = replayed(stored('{"id":1}'), { replayFlag: 'header-and-body', replayedHeader: 'x-idempotent-replayed' });
+    expect(out.body).toBe('{"id":1,"replayed":true}');
+    expect(out.headers['x-idempotent-replayed']).toBe('true');
+    expect(out.headers['idempotent-replayed']).toBeUndefined();
   });
 });

@@ -29,6 +29,8 @@ describe('resolveModuleOptions', () => {
       fingerprint: 'canonical',
       errorFormat: 'json',
       problemTypeBaseUrl: 'urn:nestjs-idempotency:problem:',
+      replayFlag: 'header',
+      replayedHeader: 'idempotent-replayed',
       identity: undefined,
       transactions: undefined,
       transactionTimeoutMs: 30_000,
@@ -54,6 +56,8 @@ describe('resolveModuleOptions', () => {
         fingerprint: 'raw',
         errorFormat: 'problem+json',
         problemTypeBaseUrl: 'https://api.example.com/problems/',
+        replayFlag: 'header-and-body',
+        replayedHeader: 'X-Replayed',
         identity,
         transactions,
         transactionTimeoutMs: 3,
@@ -71,6 +75,8 @@ describe('resolveModuleOptions', () => {
       fingerprint: 'raw',
       errorFormat: 'problem+json',
       problemTypeBaseUrl: 'https://api.example.com/problems/',
+      replayFlag: 'header-and-body',
+      replayedHeader: 'x-replayed',
       identity,
       transactions,
       transactionTimeoutMs: 3,
@@ -139,7 +145,7 @@ describe('resolveModuleOptions', () => {
 
   it('refuses an unknown option, naming the one it most likely meant', () => {
     const valid =
-      'valid: cache, ttlMs, leaseMs, maxHoldMs, headerName, keyPrefix, maxKeyLength, maxScopeLength, missingHeader, fingerprint, errorFormat, problemTypeBaseUrl, identity';
+      'valid: cache, ttlMs, leaseMs, maxHoldMs, headerName, keyPrefix, maxKeyLength, maxScopeLength, missingHeader, fingerprint, errorFormat, problemTypeBaseUrl, replayFlag, replayedHeader, identity';
     expect(() => resolveModuleOptions({ store: store() } as never)).toThrow(
       err(`unknown option "store" (did you mean cache?); ${valid}`),
     );
@@ -229,6 +235,25 @@ describe('resolveModuleOptions', () => {
         err(
           'problemTypeBaseUrl must be an absolute URI prefix (scheme first, no white space), e.g. https://api.example.com/problems/',
         ),
+      );
+    }
+  });
+
+  it('replayFlag is header, body or both; replayedHeader a header name or false, and no header when the flag is the body only', () => {
+    expect(resolveModuleOptions({ replayFlag: 'body' })).toMatchObject({ replayFlag: 'body', replayedHeader: false });
+    expect(resolveModuleOptions({ replayFlag: 'header-and-body', replayedHeader: 'Idempotency-Replayed' })).toMatchObject({
+      replayFlag: 'header-and-body',
+      replayedHeader: 'idempotency-replayed',
+    });
+    expect(resolveModuleOptions({ replayedHeader: false })).toMatchObject({ replayFlag: 'header', replayedHeader: false });
+    for (const bad of ['headers', true, 'none']) {
+      expect(() => resolveModuleOptions({ replayFlag: bad as never })).toThrow(
+        err(`replayFlag must be 'header', 'body' or 'header-and-body', got ${String(bad)}`),
+      );
+    }
+    for (const bad of ['', 'has space', 'a:b', true, 0]) {
+      expect(() => resolveModuleOptions({ replayedHeader: bad as never })).toThrow(
+        err('replayedHeader must be a header name (an HTTP token) or false'),
       );
     }
   });
