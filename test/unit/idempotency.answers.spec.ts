@@ -51,7 +51,7 @@ describe('errorResponse', () => {
 describe('answer: how a replay is marked', () => {
   const stored = (body: string, type: string | string[] | null = 'application/json; charset=utf-8'): StoredResponse => ({
     status: 201,
-    headers: type === null ? { etag: '"1"' } : { 'content-type': type as string, etag: '"1"' },
+    headers: type === null ? { etag: '"1"' } : { 'content-type': type, etag: '"1"' },
     body: Buffer.from(body),
   });
   const replayed = (response: StoredResponse, options: Partial<AnswerOptions> = {}) => {
