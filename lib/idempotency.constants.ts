@@ -13,6 +13,18 @@ export const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTION
 /** Header added to every replayed response by default (the Stripe convention); see `replayedHeader`. */
 export const REPLAYED_HEADER = 'idempotent-replayed';
 
+/**
+ * What a browser app's CORS set-up needs for this module with its default header names: `allowed`
+ * lets it send the key (a preflight asks for it), `exposed` lets its script read the replay mark and
+ * `Retry-After`. Add them to your own lists (`Content-Type` and the rest):
+ * `app.enableCors({ allowedHeaders: ['Content-Type', ...IDEMPOTENCY_CORS_HEADERS.allowed], exposedHeaders: [...IDEMPOTENCY_CORS_HEADERS.exposed] })`.
+ * With `headerName` or `replayedHeader` changed, list those names instead.
+ */
+export const IDEMPOTENCY_CORS_HEADERS: Readonly<{ allowed: readonly string[]; exposed: readonly string[] }> = Object.freeze({
+  allowed: Object.freeze(['Idempotency-Key']),
+  exposed: Object.freeze(['Idempotent-Replayed', 'Retry-After']),
+});
+
 /** Sent with 409 and 503: both clear up by themselves, so the client should retry after a pause. */
 export const RETRY_AFTER: Readonly<Record<string, string>> = { 'retry-after': '1' };
 

@@ -31,6 +31,7 @@ export type {
   IdentityFunction,
 } from './interfaces/identity-resolver.interface.js';
 export {
+  IDEMPOTENCY_CORS_HEADERS,
   IDEMPOTENCY_MODULE_OPTIONS,
   REPLAYED_HEADER,
   DEFAULT_HEADER_NAME,

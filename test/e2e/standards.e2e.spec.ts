@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import type { INestApplication } from '@nestjs/common';
 import request from 'supertest';
-import { IdempotencyModule } from '../../lib/index.js';
+import { IDEMPOTENCY_CORS_HEADERS, IdempotencyModule } from '../../lib/index.js';
 import { ADAPTERS, startApp } from '../support/app.js';
 import { Gate, Runs, TestController } from '../support/fixtures.js';
 
@@ -137,5 +137,69 @@ describe.each(ADAPTERS)("replayFlag: 'header-and-body' on %s", (adapter) => {
     expect(again.headers['x-idempotency-replayed']).toBe('true');
     expect(again.headers['idempotent-replayed']).toBeUndefined();
     expect(again.headers['x-custom']).toBe('custom-value');
+  });
+});
+
+describe.each(ADAPTERS)('CORS with IDEMPOTENCY_CORS_HEADERS on %s', (adapter) => {
+  const ORIGIN = 'https://shop.example';
+  let app: INestApplication;
+  let gate: Gate;
+  beforeAll(async () => {
+    app = await startApp(
+      adapter,
+      { imports: [IdempotencyModule.forRoot()], controllers: [TestController], providers: [Runs, Gate] },
+      {
+        configure: (a) =>
+          a.enableCors({
+            origin: [ORIGIN, 'https://other.example'],
+            allowedHeaders: ['Content-Type', ...IDEMPOTENCY_CORS_HEADERS.allowed],
+            exposedHeaders: [...IDEMPOTENCY_CORS_HEADERS.exposed],
+          }),
+      },
+    );
+    gate = app.get(Gate);
+  });
+  afterAll(() => app.close());
+  afterEach(() => gate.release());
+  const list = (value: string | undefined) =>
+    (value ?? '')
+      .toLowerCase()
+      .split(',')
+      .map((h) => h.trim());
+  const post = (key: string, origin = ORIGIN) =>
+    request(app.getHttpServer()).post('/payments').set('Origin', origin).set('Idempotency-Key', key).send({ amount: 1 });
+
+  it('a preflight lets a browser send the key', async () => {
+    const res = await request(app.getHttpServer())
+      .options('/payments')
+      .set('Origin', ORIGIN)
+      .set('Access-Control-Request-Method', 'POST')
+      .set('Access-Control-Request-Headers', 'content-type,idempotency-key');
+    expect(res.status).toBe(204);
+    expect(res.headers['access-control-allow-origin']).toBe(ORIGIN);
+    expect(list(res.headers['access-control-allow-headers'])).toContain('idempotency-key');
+  });
+
+  it("lets the browser read the replay mark and Retry-After; a replay carries the retry's own CORS headers", async () => {
+    const key = newKey();
+    const exposed = (res: request.Response) => list(res.headers['access-control-expose-headers']);
+    const first = await post(key);
+    expect(first.status).toBe(201);
+    const again = await post(key, 'https://other.example');
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(again.headers['access-control-allow-origin']).toBe('https://other.example');
+    expect(exposed(again)).toEqual(expect.arrayContaining(['idempotent-replayed', 'retry-after']));
+    const busyKey = newKey();
+    gate.close();
+    const entered = gate.whenEntered();
+    const running = post(busyKey).then((r) => r);
+    await entered;
+    const busy = await post(busyKey);
+    expect(busy.status).toBe(409);
+    expect(busy.headers['retry-after']).toBe('1');
+    expect(busy.headers['access-control-allow-origin']).toBe(ORIGIN);
+    expect(exposed(busy)).toContain('retry-after');
+    gate.release();
+    expect((await running).status).toBe(201);
   });
 });
