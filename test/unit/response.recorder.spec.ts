@@ -368,6 +368,36 @@ describe('recordResponse, how it stands in for the methods', () => {
     expect(stored).toEqual([{ status: 202, headers: {}, body: Buffer.from('x') }]);
   });
 
+  it.each(['writeHead', 'write', 'end'] as const)(
+    'wraps the methods in turn when only %s is an own property (on-headers wraps writeHead alone)',
+    async (name) => {
+      const res = new FakeResponse();
+      const inner = FakeResponse.prototype[name] as (...a: unknown[]) => unknown;
+      const wrapper = function (this: FakeResponse, ...args: unknown[]) {
+        return inner.apply(this, args);
+      };
+      (res as unknown as Record<string, unknown>)[name] = wrapper;
+      const stored: StoredResponse[] = [];
+      const recording = recordResponse(
+        res.raw,
+        {},
+        hooks((r) => (stored.push(r), Promise.resolve())),
+      );
+      expect(Object.getPrototypeOf(res)).toBe(FakeResponse.prototype);
+      expect(['writeHead', 'write', 'end'].every((m) => Object.hasOwn(res, m))).toBe(true);
+      recording.abandon();
+      expect(res[name]).toBe(wrapper);
+      recordResponse(
+        res.raw,
+        {},
+        hooks((r) => (stored.push(r), Promise.resolve())),
+      );
+      res.raw.end('x');
+      await tick();
+      expect(stored.map((r) => r.body.toString())).toEqual(['x']);
+    },
+  );
+
   it('records a response recorded twice at once (two interceptors) in both, the inner one first, and ends it once', async () => {
     const res = new FakeResponse();
     const order: string[] = [];
