@@ -324,14 +324,21 @@ describePg('@Idempotent({ transactional: true }) on PostgreSQL', () => {
     });
 
     it('the connection dies before COMMIT: 503, the key is kept until its lease ends, then exactly one rerun', async () => {
-      const { base, tx } = await app(adapter, { transactionTimeoutMs: 600 });
+      // As problem details here: the runner's own errors carry their codes too.
+      const { base, tx } = await app(adapter, { transactionTimeoutMs: 600, errorFormat: 'problem+json' });
       tx.beforeCommit = async (client) => {
         await pool.query('SELECT pg_terminate_backend($1)', [(client as unknown as { processID: number }).processID]);
       };
       const lost = await charge(base, key('commit'));
       expect(lost.status).toBe(503);
       expect(lost.headers.get('retry-after')).toBe('1');
-      expect(JSON.parse(lost.text)).toEqual({ error: 'the request could not be committed; retry shortly with the same key' });
+      expect(lost.headers.get('content-type')).toBe('application/problem+json');
+      expect(JSON.parse(lost.text)).toEqual({
+        type: 'urn:nestjs-idempotency:problem:not-committed',
+        title: 'Request was not committed',
+        status: 503,
+        detail: 'the request could not be committed; retry shortly with the same key',
+      });
       expect(lost.headers.get('content-length')).toBe(String(Buffer.byteLength(lost.text)));
       expect(await rows(key('commit'))).toBe(0);
       expect((await charge(base, key('commit'))).status).toBe(409);

@@ -2,7 +2,7 @@ import { describe, expect, it } from '@jest/globals';
 import { IdempotentReplay } from '../../lib/exceptions/idempotent-replay.exception.js';
 import { answer, type AnswerOptions, errorResponse } from '../../lib/idempotency.answers.js';
 import { PROBLEM_TITLES } from '../../lib/idempotency.messages.js';
-import { IdempotencyException, type StoredResponse } from '../../lib/index.js';
+import { IDEMPOTENCY_CORS_HEADERS, IdempotencyException, type StoredResponse } from '../../lib/index.js';
 import { FakeResponse } from '../support/fake-response.js';
 
 const json = { errorFormat: 'json', problemTypeBaseUrl: 'urn:x:' } as const;
@@ -107,5 +107,14 @@ describe('answer: how a replay is marked', () => {
     expect(out.body).toBe('{"id":1,"replayed":true}');
     expect(out.headers['x-idempotent-replayed']).toBe('true');
     expect(out.headers['idempotent-replayed']).toBeUndefined();
+  });
+});
+
+describe('IDEMPOTENCY_CORS_HEADERS', () => {
+  it('lists what CORS must allow (the key) and expose (the replay mark, Retry-After), frozen', () => {
+    expect(IDEMPOTENCY_CORS_HEADERS).toEqual({ allowed: ['Idempotency-Key'], exposed: ['Idempotent-Replayed', 'Retry-After'] });
+    expect(Object.isFrozen(IDEMPOTENCY_CORS_HEADERS)).toBe(true);
+    expect(Object.isFrozen(IDEMPOTENCY_CORS_HEADERS.allowed)).toBe(true);
+    expect(Object.isFrozen(IDEMPOTENCY_CORS_HEADERS.exposed)).toBe(true);
   });
 });
