@@ -1,15 +1,16 @@
-import { StreamableFile } from '@nestjs/common';
+import { Logger, StreamableFile } from '@nestjs/common';
 import { STATUS_CODES } from 'node:http';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
 import { IdempotentReplay } from './exceptions/idempotent-replay.exception.js';
 import { sendFinal } from './http/response.writer.js';
-import { PROBLEM_TITLES } from './idempotency.messages.js';
+import { LOGS, PROBLEM_TITLES } from './idempotency.messages.js';
 import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
 import type { StoredResponse } from './interfaces/stored-response.interface.js';
 
 const JSON_TYPE = { 'content-type': 'application/json; charset=utf-8' };
 const PROBLEM_TYPE = { 'content-type': 'application/problem+json' };
 const NONE = {};
+const logger = new Logger('Idempotency');
 
 /** Whether a handler's value is a stream, which cannot be recorded. */
 export function isStream(value: unknown): boolean {
@@ -20,7 +21,7 @@ export function isStream(value: unknown): boolean {
 }
 
 /** How the module's errors are written: the two options that decide it. */
-export type ErrorOptions = Pick<ResolvedIdempotencyOptions, 'errorFormat' | 'problemTypeBaseUrl'>;
+export type ErrorOptions = Pick<ResolvedIdempotencyOptions, 'errorFormat' | 'problemTypeBaseUrl' | 'errorBody'>;
 /** How the module answers: its errors, and how a replay is marked. */
 export type AnswerOptions = ErrorOptions & Pick<ResolvedIdempotencyOptions, 'replayFlag' | 'replayedHeader'>;
 
@@ -51,23 +52,39 @@ function replay(response: object, stored: StoredResponse, options: AnswerOptions
   sendFinal(response, body === stored.body ? stored : { ...stored, body }, headers);
 }
 
-/**
- * The module's own error as the response it sends: a small JSON body, or RFC 9457 problem details
- * whose `detail` is the same sentence; never a byte the client sent.
- */
-export function errorResponse(err: IdempotencyException, options: ErrorOptions): StoredResponse {
-  const status = err.getStatus();
-  if (options.errorFormat === 'json') {
-    return { status, headers: { ...JSON_TYPE, ...err.headers }, body: Buffer.from(JSON.stringify({ error: err.reason })) };
+/** The body `errorBody` builds, as JSON text; `undefined` (logged) when it fails or has no JSON text. */
+function customBody(err: IdempotencyException, build: NonNullable<ErrorOptions['errorBody']>): string | undefined {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(build({ status: err.getStatus(), code: err.code, message: err.reason }));
+    if (text === undefined) throw new TypeError('it returned a value JSON cannot write');
+  } catch (failure) {
+    logger.error(LOGS.errorBodyFailed(err.code, failure instanceof Error ? failure.message : String(failure)));
   }
+  return text;
+}
+
+/** The default body: `{"error": "<sentence>"}`, or RFC 9457 problem details with the sentence as `detail`. */
+function defaultBody(err: IdempotencyException, options: ErrorOptions): string {
+  if (options.errorFormat === 'json') return JSON.stringify({ error: err.reason });
   const { code } = err;
-  const problem = {
+  const status = err.getStatus();
+  return JSON.stringify({
     type: code ? options.problemTypeBaseUrl + code : 'about:blank',
     title: code ? PROBLEM_TITLES[code] : STATUS_CODES[status],
     status,
     detail: err.reason,
-  };
-  return { status, headers: { ...PROBLEM_TYPE, ...err.headers }, body: Buffer.from(JSON.stringify(problem)) };
+  });
+}
+
+/**
+ * The module's own error as the response it sends: a small JSON body, RFC 9457 problem details, or
+ * what the application's `errorBody` makes of it; never a byte the client sent.
+ */
+export function errorResponse(err: IdempotencyException, options: ErrorOptions): StoredResponse {
+  const body = (options.errorBody && customBody(err, options.errorBody)) ?? defaultBody(err, options);
+  const type = options.errorFormat === 'json' ? JSON_TYPE : PROBLEM_TYPE;
+  return { status: err.getStatus(), headers: { ...type, ...err.headers }, body: Buffer.from(body) };
 }
 
 /** Writes the module's own answer (a replay or a 4xx/5xx) before any filter can choose another. */

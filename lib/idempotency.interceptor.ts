@@ -3,9 +3,10 @@ import { Observable } from 'rxjs';
 import { rememberKey } from './http/request-key.store.js';
 import type { HttpRequestLike } from './http/request.reader.js';
 import { recordResponse } from './http/response.recorder.js';
-import { currentHeaders, isFastifyReply, rawResponse } from './http/response.adapter.js';
+import { currentHeaders, isFastifyReply, rawResponse, setHeader } from './http/response.adapter.js';
 import type { HeaderSnapshot } from './http/stored-headers.js';
 import { renderValue } from './http/value.renderer.js';
+import { IdempotencyException } from './exceptions/idempotency.exception.js';
 import { answer, isStream } from './idempotency.answers.js';
 import { SAFE_METHODS } from './idempotency.constants.js';
 import { LOGS } from './idempotency.messages.js';
@@ -15,6 +16,16 @@ import type { StoredResponse } from './interfaces/stored-response.interface.js';
 import { LeaseRenewer } from './lease.renewer.js';
 import { RouteOptionsAccessor } from './route-options.accessor.js';
 import { TransactionRunner } from './transaction.runner.js';
+
+/** A 400 for the key itself: a key that is missing or invalid is not echoed. */
+function isKeyError(err: unknown): boolean {
+  return err instanceof IdempotencyException && (err.code === 'key-missing' || err.code === 'key-invalid');
+}
+
+/** Repeats the key header as the client sent it (`echoKeyHeader`); it has passed the key rules. */
+function echoKey(request: HttpRequestLike, response: object, headerName: string): void {
+  setHeader(response, headerName, request.headers[headerName] as string);
+}
 
 /**
  * Applied by `@Idempotent()`. Runs after guards (so identity resolvers see `req.user`) and inside
@@ -43,15 +54,19 @@ export class IdempotencyInterceptor implements NestInterceptor {
     if (SAFE_METHODS.has(request.method)) return next.handle();
     const response = http.getResponse<object>();
     const route = this.routes.get(context.getClass(), context.getHandler());
+    const { options } = this.service;
     let claim: ActiveClaim | undefined;
     try {
       claim = await this.service.begin(request, context, route);
     } catch (err) {
-      answer(response, err, this.service.options);
+      if (options.echoKeyHeader && !isKeyError(err)) echoKey(request, response, options.headerName);
+      answer(response, err, options);
       throw err;
     }
     if (!claim) return next.handle();
     rememberKey(request, claim.key);
+    // Set before the response is recorded, so the record does not keep it: a replay echoes its own.
+    if (options.echoKeyHeader) echoKey(request, response, options.headerName);
     return route.transactional ? this.transactions.run(claim, response, next) : this.run(claim, response, next);
   }
 

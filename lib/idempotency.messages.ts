@@ -87,6 +87,8 @@ export const LOGS = {
   postgresIdleError: (reason: string) => `an idle PostgreSQL connection failed; the pool replaces it: ${reason}`,
   sweepFailed: (reason: string) => `sweeping expired idempotency rows failed; the next sweep tries again: ${reason}`,
   redisUp: 'Redis reachable again',
+  errorBodyFailed: (code: string | undefined, reason: string) =>
+    `errorBody failed for ${code ?? 'an application error'}, sending the default body instead: ${reason}`,
 } as const;
 
 /** Store errors: the service turns them into a 503 and logs them with {@link LOGS.claimFailed}. */
@@ -114,6 +116,8 @@ export const CONFIG_ERRORS = {
     'problemTypeBaseUrl must be an absolute URI prefix (scheme first, no white space), e.g. https://api.example.com/problems/',
   replayFlag: (got: unknown) => `replayFlag must be 'header', 'body' or 'header-and-body', got ${String(got)}`,
   replayedHeader: 'replayedHeader must be a header name (an HTTP token) or false',
+  errorBody: 'errorBody must be a function ({ status, code, message }) => body',
+  boolean: (name: string, got: unknown) => `${name} must be true or false, got ${String(got)}`,
   fingerprint: (got: unknown) => `fingerprint must be 'canonical' or 'raw', got ${String(got)}`,
   missingHeader: (got: unknown) => `missingHeader must be 'reject' or 'pass-through', got ${String(got)}`,
   identity: 'identity must be a function (req) => string or an injectable resolver class',

@@ -24,7 +24,11 @@ export type {
   MissingHeaderPolicy,
   ReplayFlag,
 } from './interfaces/idempotent-options.interface.js';
-export type { IdempotencyErrorCode } from './interfaces/idempotency-error.interface.js';
+export type {
+  IdempotencyErrorBody,
+  IdempotencyErrorCode,
+  IdempotencyErrorInfo,
+} from './interfaces/idempotency-error.interface.js';
 export type {
   IdempotencyIdentity,
   IdempotencyIdentityResolver,

@@ -25,3 +25,9 @@ export function rawResponse(res: object): ServerResponse {
 export function currentHeaders(res: object): Record<string, unknown> {
   return isFastifyReply(res) ? res.getHeaders() : (res as ServerResponse).getHeaders();
 }
+
+/** Sets a header on the response under either adapter, to go out with whatever is sent. */
+export function setHeader(res: object, name: string, value: string): void {
+  if (isFastifyReply(res)) res.header(name, value);
+  else (res as ServerResponse).setHeader(name, value);
+}

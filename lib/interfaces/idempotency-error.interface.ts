@@ -14,3 +14,19 @@ export type IdempotencyErrorCode =
   | 'store-unavailable'
   | 'transaction-timed-out'
   | 'not-committed';
+
+/** What `errorBody` is given to build an error body from. */
+export interface IdempotencyErrorInfo {
+  /** The HTTP status the response has (400, 409, 415, 422, 500 or 503). */
+  readonly status: number;
+  /** What went wrong; `undefined` for an `IdempotencyException` an application made itself. */
+  readonly code: IdempotencyErrorCode | undefined;
+  /** The module's sentence for it: never the key, the body or another byte the client sent. */
+  readonly message: string;
+}
+
+/**
+ * Builds the body of the module's own errors in an API's own shape, e.g. Stripe's
+ * `{ error: { type: 'idempotency_error', message } }`. What it returns is written as JSON.
+ */
+export type IdempotencyErrorBody = (error: IdempotencyErrorInfo) => unknown;

@@ -1,4 +1,5 @@
 import type { FactoryProvider, ModuleMetadata, Provider, Type } from '@nestjs/common';
+import type { IdempotencyErrorBody } from './idempotency-error.interface.js';
 import type { IdempotencyStore } from './idempotency-store.interface.js';
 import type { IdempotencyTransactions } from './idempotency-transactions.interface.js';
 import type { ErrorFormat, FingerprintMode, MissingHeaderPolicy, ReplayFlag } from './idempotent-options.interface.js';
@@ -48,6 +49,19 @@ export interface IdempotencyModuleOptions {
    * documentation, e.g. `'https://api.example.com/problems/'`.
    */
   problemTypeBaseUrl?: string;
+  /**
+   * Builds the body of the module's own errors in your API's shape instead; `errorFormat` still
+   * decides the content type. It is given `{ status, code, message }` and its result is written as
+   * JSON. If it throws or returns something JSON cannot write, the default body is sent and the
+   * failure logged: an error answer never becomes a 500. See the README, "Stripe-style clients".
+   */
+  errorBody?: IdempotencyErrorBody;
+  /**
+   * Repeat the request's key, as sent, in the same header of the response: on the first response, on
+   * replays and on every error but the 400 for a missing or invalid key. Stripe and Adyen do this
+   * (the Stripe SDK reads it into `lastResponse.idempotencyKey`). Default `false`.
+   */
+  echoKeyHeader?: boolean;
   /** How a replay is marked. Default `'header'`; see {@link ReplayFlag}. */
   replayFlag?: ReplayFlag;
   /**

@@ -1,3 +1,4 @@
+import type { IdempotencyErrorBody } from './idempotency-error.interface.js';
 import type { IdempotencyStore } from './idempotency-store.interface.js';
 import type { IdempotencyTransactions } from './idempotency-transactions.interface.js';
 import type { ErrorFormat, FingerprintMode, MissingHeaderPolicy, ReplayFlag } from './idempotent-options.interface.js';
@@ -22,6 +23,8 @@ export interface ResolvedIdempotencyOptions {
   readonly fingerprint: FingerprintMode;
   readonly errorFormat: ErrorFormat;
   readonly problemTypeBaseUrl: string;
+  readonly errorBody: IdempotencyErrorBody | undefined;
+  readonly echoKeyHeader: boolean;
   readonly replayFlag: ReplayFlag;
   /** Lower case; `false` when replays carry no header (`replayFlag: 'body'` or `replayedHeader: false`). */
   readonly replayedHeader: string | false;

@@ -16,6 +16,8 @@ import type { IdempotencyModuleOptions } from '../interfaces/idempotency-module-
 import type { IdempotencyStore } from '../interfaces/idempotency-store.interface.js';
 import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
 import {
+  booleanOption,
+  errorBodyOption,
   errorFormat,
   fail,
   fingerprintMode,
@@ -44,6 +46,8 @@ const MODULE_KEYS = [
   'fingerprint',
   'errorFormat',
   'problemTypeBaseUrl',
+  'errorBody',
+  'echoKeyHeader',
   'replayFlag',
   'replayedHeader',
   'identity',
@@ -100,6 +104,8 @@ export function resolveModuleOptions(
     fingerprint: fingerprintMode(where, options.fingerprint, 'canonical'),
     errorFormat: errorFormat(where, options.errorFormat),
     problemTypeBaseUrl: problemTypeBaseUrl(where, options.problemTypeBaseUrl),
+    errorBody: errorBodyOption(where, options.errorBody),
+    echoKeyHeader: booleanOption(where, 'echoKeyHeader', options.echoKeyHeader),
     replayFlag: replay,
     replayedHeader: replay === 'body' || replayedHeader === false ? false : replayedHeader.toLowerCase(),
     identity: identityOption(where, options.identity),

@@ -6,6 +6,7 @@ import type {
   MissingHeaderPolicy,
   ReplayFlag,
 } from '../interfaces/idempotent-options.interface.js';
+import type { IdempotencyErrorBody } from '../interfaces/idempotency-error.interface.js';
 import type { IdempotencyTransactions } from '../interfaces/idempotency-transactions.interface.js';
 import type { IdempotencyIdentity } from '../interfaces/identity-resolver.interface.js';
 
@@ -105,6 +106,17 @@ export function problemTypeBaseUrl(where: string, value: unknown): string {
 export function replayFlag(where: string, value: unknown): ReplayFlag {
   if (value === undefined) return 'header';
   if (value !== 'header' && value !== 'body' && value !== 'header-and-body') fail(where, CONFIG_ERRORS.replayFlag(value));
+  return value;
+}
+
+export function errorBodyOption(where: string, value: unknown): IdempotencyErrorBody | undefined {
+  if (value !== undefined && typeof value !== 'function') fail(where, CONFIG_ERRORS.errorBody);
+  return value as IdempotencyErrorBody | undefined;
+}
+
+export function booleanOption(where: string, name: string, value: unknown): boolean {
+  if (value === undefined) return false;
+  if (typeof value !== 'boolean') fail(where, CONFIG_ERRORS.boolean(name, value));
   return value;
 }
 

@@ -3,12 +3,15 @@ import { IdempotentReplay } from '../../lib/exceptions/idempotent-replay.excepti
 import { answer, type AnswerOptions, errorResponse } from '../../lib/idempotency.answers.js';
 import { PROBLEM_TITLES } from '../../lib/idempotency.messages.js';
 import { IDEMPOTENCY_CORS_HEADERS, IdempotencyException, type StoredResponse } from '../../lib/index.js';
+import type { IdempotencyErrorInfo } from '../../lib/index.js';
 import { FakeResponse } from '../support/fake-response.js';
+import { spyOnLogger } from '../support/logger.js';
 
-const json = { errorFormat: 'json', problemTypeBaseUrl: 'urn:x:' } as const;
-const problem = { errorFormat: 'problem+json', problemTypeBaseUrl: 'https://api.example.com/p/' } as const;
+const json = { errorFormat: 'json', problemTypeBaseUrl: 'urn:x:', errorBody: undefined } as const;
+const problem = { errorFormat: 'problem+json', problemTypeBaseUrl: 'https://api.example.com/p/', errorBody: undefined } as const;
 
 describe('errorResponse', () => {
+  const logs = spyOnLogger();
   const busy = new IdempotencyException(409, 'busy; retry', { 'retry-after': '1' }, 'key-in-flight');
 
   it('writes {"error": sentence} as JSON by default, with the exception\'s headers', () => {
@@ -35,6 +38,69 @@ describe('errorResponse', () => {
       status: 503,
       detail: 'down',
     });
+  });
+
+  it("writes what errorBody builds from status, code and sentence, under the format's content type", () => {
+    const seen: unknown[] = [];
+    const errorBody = (error: IdempotencyErrorInfo) => {
+      seen.push(error);
+      return { error: { type: 'idempotency_error', message: error.message } };
+    };
+    const res = errorResponse(busy, { ...json, errorBody });
+    expect(seen).toEqual([{ status: 409, code: 'key-in-flight', message: 'busy; retry' }]);
+    expect(res.status).toBe(409);
+    expect(res.headers).toEqual({ 'content-type': 'application/json; charset=utf-8', 'retry-after': '1' });
+    expect(res.body.toString()).toBe('{"error":{"type":"idempotency_error","message":"busy; retry"}}');
+    const asProblem = errorResponse(new IdempotencyException(503, 'down'), {
+      ...problem,
+      errorBody: (e) => [e.code ?? null, e.status],
+    });
+    expect(asProblem.headers).toEqual({ 'content-type': 'application/problem+json' });
+    expect(asProblem.body.toString()).toBe('[null,503]');
+    // Any JSON value is a body, a string and false among them.
+    expect(errorResponse(busy, { ...json, errorBody: () => 'busy' }).body.toString()).toBe('"busy"');
+    expect(errorResponse(busy, { ...json, errorBody: () => false }).body.toString()).toBe('false');
+  });
+
+  it.each([
+    [
+      'throws',
+      () => {
+        throw new Error('boom');
+      },
+      'boom',
+    ],
+    [
+      'throws a non-Error',
+      () => {
+        // eslint-disable-next-line @typescript-eslint/only-throw-error -- what an application's careless code may do
+        throw 'text';
+      },
+      'text',
+    ],
+    ['returns undefined', () => undefined, 'it returned a value JSON cannot write'],
+    ['returns a function', () => () => 1, 'it returned a value JSON cannot write'],
+    [
+      'returns a cycle',
+      () => {
+        const a: Record<string, unknown> = {};
+        a.a = a;
+        return a;
+      },
+      'circular',
+    ],
+  ])('falls back to the default body, and logs why, when errorBody %s', (_name, errorBody, reason) => {
+    const res = errorResponse(busy, { ...problem, errorBody });
+    expect(res.status).toBe(409);
+    expect(res.headers['content-type']).toBe('application/problem+json');
+    expect(JSON.parse(res.body.toString())).toMatchObject({ status: 409, detail: 'busy; retry' });
+    expect(logs.errors).toHaveBeenCalledTimes(1);
+    const logged = String(logs.errors.mock.calls[0][0]);
+    expect(logged).toContain('errorBody failed for key-in-flight, sending the default body instead: ');
+    expect(logged).toContain(reason);
+    const own = errorResponse(new IdempotencyException(400, 'x'), { ...json, errorBody });
+    expect(own.body.toString()).toBe('{"error":"x"}');
+    expect(String(logs.errors.mock.calls[1][0])).toContain('errorBody failed for an application error');
   });
 
   it('has a title for every code, the draft’s three among them', () => {

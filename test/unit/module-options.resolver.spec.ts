@@ -29,6 +29,8 @@ describe('resolveModuleOptions', () => {
       fingerprint: 'canonical',
       errorFormat: 'json',
       problemTypeBaseUrl: 'urn:nestjs-idempotency:problem:',
+      errorBody: undefined,
+      echoKeyHeader: false,
       replayFlag: 'header',
       replayedHeader: 'idempotent-replayed',
       identity: undefined,
@@ -41,6 +43,7 @@ describe('resolveModuleOptions', () => {
   it('keeps what was given and lower-cases the header name', () => {
     const cache = store();
     const identity = () => 'scope';
+    const errorBody = () => ({});
     const transactions: IdempotencyTransactions = { run: (work) => work({ query: () => Promise.resolve([]) }) };
     expect(
       resolveModuleOptions({
@@ -56,6 +59,8 @@ describe('resolveModuleOptions', () => {
         fingerprint: 'raw',
         errorFormat: 'problem+json',
         problemTypeBaseUrl: 'https://api.example.com/problems/',
+        errorBody,
+        echoKeyHeader: true,
         replayFlag: 'header-and-body',
         replayedHeader: 'X-Replayed',
         identity,
@@ -75,6 +80,8 @@ describe('resolveModuleOptions', () => {
       fingerprint: 'raw',
       errorFormat: 'problem+json',
       problemTypeBaseUrl: 'https://api.example.com/problems/',
+      errorBody,
+      echoKeyHeader: true,
       replayFlag: 'header-and-body',
       replayedHeader: 'x-replayed',
       identity,
@@ -145,7 +152,7 @@ describe('resolveModuleOptions', () => {
 
   it('refuses an unknown option, naming the one it most likely meant', () => {
     const valid =
-      'valid: cache, ttlMs, leaseMs, maxHoldMs, headerName, keyPrefix, maxKeyLength, maxScopeLength, missingHeader, fingerprint, errorFormat, problemTypeBaseUrl, replayFlag, replayedHeader, identity';
+      'valid: cache, ttlMs, leaseMs, maxHoldMs, headerName, keyPrefix, maxKeyLength, maxScopeLength, missingHeader, fingerprint, errorFormat, problemTypeBaseUrl, errorBody, echoKeyHeader, replayFlag, replayedHeader, identity';
     expect(() => resolveModuleOptions({ store: store() } as never)).toThrow(
       err(`unknown option "store" (did you mean cache?); ${valid}`),
     );
@@ -237,6 +244,20 @@ describe('resolveModuleOptions', () => {
         ),
       );
     }
+  });
+
+  it('errorBody is a function; echoKeyHeader true or false', () => {
+    for (const bad of [{}, 'stripe', null]) {
+      expect(() => resolveModuleOptions({ errorBody: bad as never })).toThrow(
+        err('errorBody must be a function ({ status, code, message }) => body'),
+      );
+    }
+    for (const bad of ['true', 1, null]) {
+      expect(() => resolveModuleOptions({ echoKeyHeader: bad as never })).toThrow(
+        err(`echoKeyHeader must be true or false, got ${String(bad)}`),
+      );
+    }
+    expect(resolveModuleOptions({ echoKeyHeader: false }).echoKeyHeader).toBe(false);
   });
 
   it('replayFlag is header, body or both; replayedHeader a header name or false, and no header when the flag is the body only', () => {
