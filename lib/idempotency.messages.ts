@@ -53,6 +53,8 @@ export const LOGS = {
     `${route}: the identity resolver returned ${typeof got === 'string' ? 'an empty string' : typeof got}, not a scope; answering 500`,
   noRawBody: (route: string) =>
     `${route}: fingerprint 'raw' needs the request's bytes, but it has none (req.rawBody); fingerprinting the parsed body instead. Create the application with rawBody: true, e.g. NestFactory.create(AppModule, { rawBody: true }). Logged once`,
+  fingerprintUnverifiable: (route: string, tag: string) =>
+    `${route}: the key's stored fingerprint was made by another fingerprint setting (${tag}), which cannot be recomputed here; taking the request as the same one (a replay or 409, never a second run)`,
   claimFailed: (route: string, reason: string) => `${route}: claim failed, answering 503: ${reason}`,
   takenOver: (route: string) => `${route}: response not stored: the claim had expired and the key was taken over`,
   commitFailed: (route: string, reason: string) => `${route}: response not stored, the claim expires with its lease: ${reason}`,
@@ -118,7 +120,7 @@ export const CONFIG_ERRORS = {
   replayedHeader: 'replayedHeader must be a header name (an HTTP token) or false',
   errorBody: 'errorBody must be a function ({ status, code, message }) => body',
   boolean: (name: string, got: unknown) => `${name} must be true or false, got ${String(got)}`,
-  fingerprint: (got: unknown) => `fingerprint must be 'canonical' or 'raw', got ${String(got)}`,
+  fingerprint: (got: unknown) => `fingerprint must be 'canonical', 'raw' or a function (req) => value, got ${String(got)}`,
   missingHeader: (got: unknown) => `missingHeader must be 'reject' or 'pass-through', got ${String(got)}`,
   identity: 'identity must be a function (req) => string or an injectable resolver class',
   unknownOption: (key: string, near: string | undefined, valid: readonly string[]) =>

@@ -9,10 +9,15 @@ import { IdentityResolverLoader } from './identity-resolver.loader.js';
 import type { ActiveClaim } from './interfaces/active-claim.interface.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
 import type { StoredResponse } from './interfaces/stored-response.interface.js';
+import { CANONICAL_TAG, RAW_TAG, tagged, tagOf } from './utils/fingerprint-tag.util.js';
 import { BodyTooDeepError, requestFingerprint } from './utils/fingerprint.util.js';
 import { cacheKey, decodeKey, escapeScope, keyViolation, UNSCOPED } from './utils/key.util.js';
 
 const NO_HEADERS: Readonly<Record<string, string>> = {};
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as { then?: unknown } | null | undefined)?.then === 'function';
+}
 
 /** First pause before a claim that failed is released again; it doubles after each failure. */
 const ABANDON_RETRY_MS = 100;
@@ -64,8 +69,8 @@ export class IdempotencyService {
     const scope = route.identity ? await this.scope(request, context, route) : UNSCOPED;
     let fingerprint: string;
     try {
-      const body = route.fingerprint === 'raw' ? this.rawBody(request, route) : request.body;
-      fingerprint = requestFingerprint(request.method, requestTarget(request), body, route.id);
+      const made = this.fingerprint(request, context, route);
+      fingerprint = typeof made === 'string' ? made : await made;
     } catch (err) {
       if (err instanceof BodyTooDeepError) throw new IdempotencyException(400, MESSAGES.tooDeep, NO_HEADERS, 'body-too-deep');
       throw err;
@@ -94,11 +99,14 @@ export class IdempotencyService {
       case 'claimed':
         return claim;
       case 'in-flight':
-        if (outcome.fingerprint !== fingerprint)
+        if (outcome.fingerprint !== fingerprint && !this.sameRequest(outcome.fingerprint, fingerprint, request, route))
           throw new IdempotencyException(422, MESSAGES.reused(headerName), NO_HEADERS, 'key-reused');
         throw new IdempotencyException(409, MESSAGES.inFlight(headerName), RETRY_AFTER, 'key-in-flight');
       case 'completed':
-        if (outcome.record.fingerprint !== fingerprint)
+        if (
+          outcome.record.fingerprint !== fingerprint &&
+          !this.sameRequest(outcome.record.fingerprint, fingerprint, request, route)
+        )
           throw new IdempotencyException(422, MESSAGES.reused(headerName), NO_HEADERS, 'key-reused');
         throw new IdempotentReplay(outcome.record.response);
     }
@@ -125,6 +133,66 @@ export class IdempotencyService {
       await this.options.store.release(claim.cacheKey, claim.owner);
     } catch (err) {
       this.logger.error(LOGS.releaseFailed(claim.route, (err as Error).message));
+    }
+  }
+
+  /**
+   * The request's fingerprint under the tag of what it was made from: the parsed body (canonical),
+   * its bytes (`'raw'`; the parsed body when there are none), or what the route's function returns.
+   * Synchronous but for a function's, so the default path awaits nothing.
+   */
+  private fingerprint(
+    request: HttpRequestLike,
+    context: ExecutionContext,
+    route: ResolvedRouteOptions,
+  ): string | Promise<string> {
+    const { fingerprint: mode } = route;
+    if (typeof mode === 'function') {
+      const picked = mode(request, context);
+      const tag = route.fingerprintTag;
+      return isThenable(picked)
+        ? Promise.resolve(picked).then((value) => tagged(tag, this.hash(request, value, route)))
+        : tagged(tag, this.hash(request, picked, route));
+    }
+    if (mode === 'raw' && request.rawBody !== undefined) return tagged(RAW_TAG, this.hash(request, request.rawBody, route));
+    return this.hash(request, mode === 'raw' ? this.rawBody(request, route) : request.body, route);
+  }
+
+  private hash(request: HttpRequestLike, body: unknown, route: ResolvedRouteOptions): string {
+    return requestFingerprint(request.method, requestTarget(request), body, route.id);
+  }
+
+  /**
+   * Whether a stored fingerprint that differs from this request's is still this request's: made
+   * under another fingerprint setting (a deploy changed it), it is compared by recomputing this
+   * request's with that setting when it is a built-in one. A function's (or a newer version's) cannot
+   * be recomputed: the request is taken as the same, with a warning; that replays or answers 409,
+   * and never runs the handler a second time for the key.
+   */
+  private sameRequest(stored: string, fingerprint: string, request: HttpRequestLike, route: ResolvedRouteOptions): boolean {
+    const tag = tagOf(stored);
+    if (tag === tagOf(fingerprint)) return false;
+    if (tag === CANONICAL_TAG) return this.recomputed(stored, request, request.body, route);
+    if (tag === RAW_TAG && request.rawBody !== undefined) {
+      return this.recomputed(stored, request, request.rawBody, route, RAW_TAG);
+    }
+    this.logger.warn(LOGS.fingerprintUnverifiable(route.id, JSON.stringify(tag.slice(0, 40))));
+    return true;
+  }
+
+  private recomputed(
+    stored: string,
+    request: HttpRequestLike,
+    body: unknown,
+    route: ResolvedRouteOptions,
+    tag = CANONICAL_TAG,
+  ): boolean {
+    try {
+      return stored === tagged(tag, this.hash(request, body, route));
+    } catch (err) {
+      // Too deep to fingerprint now, so it was not fingerprinted this way before.
+      if (err instanceof BodyTooDeepError) return false;
+      throw err;
     }
   }
 

@@ -19,6 +19,7 @@ export type {
 export type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
 export type {
   ErrorFormat,
+  FingerprintFunction,
   FingerprintMode,
   IdempotentOptions,
   MissingHeaderPolicy,

@@ -1,3 +1,4 @@
+import type { ExecutionContext } from '@nestjs/common';
 import type { IdempotencyIdentity } from './identity-resolver.interface.js';
 
 /** Per-route overrides given to `@Idempotent()`; anything left out comes from the module options. */
@@ -25,8 +26,21 @@ export interface IdempotentOptions {
  * - `'raw'`: the body's bytes as received (needs Nest's `rawBody: true` application option). Hashing
  *   them costs about what SHA-256 of the bytes costs, but a retry must resend the very same bytes:
  *   the same data in another key order is another request (422).
+ * - a {@link FingerprintFunction}: what it returns, canonicalised like a body, stands for the body.
+ *
+ * Changing it between deploys is safe: see the README, "Fingerprint".
  */
-export type FingerprintMode = 'canonical' | 'raw';
+export type FingerprintMode = 'canonical' | 'raw' | FingerprintFunction;
+
+/**
+ * Picks what of a request makes it "the same request", e.g. `(req) => ({ amount: req.body.amount })`
+ * to ignore a client timestamp. Runs after guards (it sees `req.user`) and before pipes, before
+ * the key is claimed; may return a promise. Handler, method, path and query stay in the
+ * fingerprint. What it throws goes to the application's filters as it is (nothing is claimed yet).
+ */
+// `any`: the adapter's request (Express or Fastify), as for IdentityFunction.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type FingerprintFunction = (request: any, context: ExecutionContext) => unknown;
 
 /**
  * How a replay is marked: `'header'` (default) adds the `replayedHeader`; `'body'` adds

@@ -40,6 +40,8 @@ export interface ResolvedRouteOptions {
   readonly ttlMs: number;
   readonly missingHeader: MissingHeaderPolicy;
   readonly fingerprint: FingerprintMode;
+  /** The tag this route's fingerprints are stored under (`''` for canonical ones). */
+  readonly fingerprintTag: string;
   readonly identity: IdempotencyIdentity | undefined;
   /** Whether the handler runs in the `transactions` port's transaction, its record committed inside it. */
   readonly transactional: boolean;

@@ -83,8 +83,8 @@ export function missingHeaderPolicy(where: string, value: unknown, fallback: Mis
 
 export function fingerprintMode(where: string, value: unknown, fallback: FingerprintMode): FingerprintMode {
   if (value === undefined) return fallback;
-  if (value !== 'canonical' && value !== 'raw') fail(where, CONFIG_ERRORS.fingerprint(value));
-  return value;
+  if (value !== 'canonical' && value !== 'raw' && typeof value !== 'function') fail(where, CONFIG_ERRORS.fingerprint(value));
+  return value as FingerprintMode;
 }
 
 export function errorFormat(where: string, value: unknown): ErrorFormat {

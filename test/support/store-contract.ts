@@ -37,6 +37,16 @@ export function storeContract(
       expect(await store.claim(k, claim('b', 'fp-2'))).toEqual({ state: 'in-flight', fingerprint: 'fp-1' });
     });
 
+    it('keeps a tagged fingerprint ("<tag>:<hash>") as it is, in flight and completed', async () => {
+      const k = key();
+      const tagged = 'f1-Ab_9-xYz:47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU';
+      await store.claim(k, claim('a', tagged));
+      expect(await store.claim(k, claim('b', 'fp-2'))).toEqual({ state: 'in-flight', fingerprint: tagged });
+      expect(await store.commit(k, 'a', sampleRecord(tagged), 5000)).toBe(true);
+      const outcome = await store.claim(k, claim('b'));
+      expect(outcome.state === 'completed' && outcome.record.fingerprint).toBe(tagged);
+    });
+
     it('concurrent claims: exactly one wins', async () => {
       const k = key();
       const outcomes = await Promise.all(Array.from({ length: 50 }, (_, i) => store.claim(k, claim(`o${i}`))));

@@ -7,7 +7,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   interfaces: ['interfaces'],
   utils: ['utils', 'idempotency.messages.ts'],
   http: ['http', 'interfaces'],
-  options: ['options', 'interfaces', 'idempotency.constants.ts', 'idempotency.messages.ts'],
+  options: ['options', 'interfaces', 'utils', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   stores: ['stores', 'interfaces', 'options', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   exceptions: ['interfaces'],
   transactions: ['transactions', 'interfaces', 'idempotency.messages.ts'],

@@ -8,6 +8,7 @@ import {
   requestFingerprint,
   sortedForStringify,
 } from '../../lib/utils/fingerprint.util.js';
+import { CANONICAL_TAG, RAW_TAG, tagged, tagOf } from '../../lib/utils/fingerprint-tag.util.js';
 import { SEED } from '../support/arbitraries.js';
 
 describe('canonical query', () => {
@@ -193,5 +194,18 @@ describe('canonical body, the fast form', () => {
       }),
       { seed: SEED, numRuns: 2000 },
     );
+  });
+});
+
+describe('fingerprint tags', () => {
+  it('stores canonical fingerprints untagged and others as "<tag>:<hash>"; reads the tag back', () => {
+    const hash = requestFingerprint('POST', '/p', { a: 1 }, 'A.b');
+    expect(tagged(CANONICAL_TAG, hash)).toBe(hash);
+    expect(tagged(RAW_TAG, hash)).toBe(`r1:${hash}`);
+    expect(tagOf(hash)).toBe(CANONICAL_TAG);
+    expect(tagOf(`r1:${hash}`)).toBe('r1');
+    // A tag with a colon of its own (a newer format) is all but the hash.
+    expect(tagOf(`x:y:${hash}`)).toBe('x:y');
+    expect(tagOf(':')).toBe('');
   });
 });

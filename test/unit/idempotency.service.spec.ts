@@ -4,6 +4,7 @@ import { parseItem } from 'structured-headers';
 import type { ExecutionContext } from '@nestjs/common';
 import { IdempotencyException, type ResolvedRouteOptions, type StoredResponse } from '../../lib/index.js';
 import { IdempotentReplay } from '../../lib/exceptions/idempotent-replay.exception.js';
+import { functionTag, RAW_TAG } from '../../lib/utils/fingerprint-tag.util.js';
 import { requestFingerprint } from '../../lib/utils/fingerprint.util.js';
 import { spyOnLogger } from '../support/logger.js';
 import { createProtocol } from '../support/protocol.js';
@@ -12,16 +13,20 @@ import { SEED } from '../support/arbitraries.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const context = { marker: 'context' } as unknown as ExecutionContext;
-const route = (over: Partial<ResolvedRouteOptions> = {}): ResolvedRouteOptions => ({
-  id: 'Pay.create',
-  ttlMs: 1000,
-  missingHeader: 'reject',
-  fingerprint: 'canonical',
-  identity: undefined,
-  transactional: false,
-  leaseMs: 60_000,
-  ...over,
-});
+const route = (over: Partial<ResolvedRouteOptions> = {}): ResolvedRouteOptions => {
+  const fingerprint = over.fingerprint ?? 'canonical';
+  return {
+    id: 'Pay.create',
+    ttlMs: 1000,
+    missingHeader: 'reject',
+    fingerprint,
+    fingerprintTag: typeof fingerprint === 'function' ? functionTag(fingerprint) : fingerprint === 'raw' ? RAW_TAG : '',
+    identity: undefined,
+    transactional: false,
+    leaseMs: 60_000,
+    ...over,
+  };
+};
 const request = (key?: string | string[], over: Record<string, unknown> = {}) => ({
   method: 'POST',
   url: '/pay?b=2&a=1',
@@ -57,7 +62,7 @@ describe('IdempotencyService.begin: raw-body fingerprints', () => {
     const { service } = setup();
     const withBytes = request('k', { rawBody: raw });
     const rawClaim = (await service.begin(withBytes, context, route({ fingerprint: 'raw' })))!;
-    expect(rawClaim.fingerprint).toBe(requestFingerprint('POST', '/pay?b=2&a=1', raw, 'Pay.create'));
+    expect(rawClaim.fingerprint).toBe(`r1:${requestFingerprint('POST', '/pay?b=2&a=1', raw, 'Pay.create')}`);
     const canonical = (await service.begin(request('k2', { rawBody: raw }), context, route()))!;
     expect(canonical.fingerprint).toBe(requestFingerprint('POST', '/pay?b=2&a=1', { amount: 1 }, 'Pay.create'));
     expect(log.warnings).not.toHaveBeenCalled();
@@ -498,6 +503,138 @@ describe('IdempotencyService.begin: the body and the store', () => {
       code: 'key-reused',
       headers: {},
     });
+  });
+});
+
+describe('IdempotencyService.begin: fingerprint functions', () => {
+  spyOnLogger();
+
+  it('fingerprints what the function returns instead of the body, under its tag, with handler, method and target', async () => {
+    const { store, service } = setup();
+    const seen: unknown[] = [];
+    const pick = (req: { body: { amount: number } }, ctx: unknown) => {
+      seen.push(req, ctx);
+      return { amount: req.body.amount };
+    };
+    const withStamp = request('k', { body: { amount: 1, at: 'noon' } });
+    const claim = (await service.begin(withStamp, context, route({ fingerprint: pick })))!;
+    expect(seen).toEqual([withStamp, context]);
+    const hash = requestFingerprint('POST', '/pay?b=2&a=1', { amount: 1 }, 'Pay.create');
+    expect(claim.fingerprint).toBe(`${functionTag(pick)}:${hash}`);
+    expect(functionTag(pick)).toMatch(/^f1-[\w-]{8}$/);
+    expect(store.calls[0][2]).toMatchObject({ fingerprint: claim.fingerprint });
+    const later = (await service.begin(
+      request('k2', { body: { amount: 1, at: 'one' } }),
+      context,
+      route({ fingerprint: pick }),
+    ))!;
+    expect(later.fingerprint).toBe(claim.fingerprint);
+  });
+
+  it('awaits a function that returns a promise or another thenable', async () => {
+    const { service } = setup();
+    const asPromise = async () => ['a', 1];
+    const thenable = () => ({ then: (resolve: (v: unknown) => void) => resolve(['a', 1]) });
+    const hash = requestFingerprint('POST', '/pay?b=2&a=1', ['a', 1], 'Pay.create');
+    expect((await service.begin(request('k1'), context, route({ fingerprint: asPromise })))!.fingerprint).toBe(
+      `${functionTag(asPromise)}:${hash}`,
+    );
+    expect((await service.begin(request('k2'), context, route({ fingerprint: thenable })))!.fingerprint).toBe(
+      `${functionTag(thenable)}:${hash}`,
+    );
+  });
+
+  it('lets what the function throws go to the filters as it is, before anything is claimed', async () => {
+    const { store, service } = setup();
+    const thrown = new Error('amount is required');
+    const sync = () => {
+      throw thrown;
+    };
+    const async = () => Promise.reject(thrown);
+    expect(await rejection(service.begin(request('k'), context, route({ fingerprint: sync })))).toBe(thrown);
+    expect(await rejection(service.begin(request('k'), context, route({ fingerprint: async })))).toBe(thrown);
+    expect(store.calls).toEqual([]);
+  });
+
+  it('answers 400 for a value nested too deeply, as for a body', async () => {
+    const { service } = setup();
+    let deep: unknown = 1;
+    for (let i = 0; i < 20_000; i++) deep = [deep];
+    const err = await httpError(service.begin(request('k'), context, route({ fingerprint: async () => deep })));
+    expect(err).toMatchObject({ status: 400, code: 'body-too-deep' });
+  });
+});
+
+describe('IdempotencyService.begin: a fingerprint stored under another setting', () => {
+  const log = spyOnLogger();
+  const canonical = requestFingerprint('POST', '/pay?b=2&a=1', { amount: 1 }, 'Pay.create');
+  const bytes = Buffer.from('{"amount":1}');
+  const raw = `r1:${requestFingerprint('POST', '/pay?b=2&a=1', bytes, 'Pay.create')}`;
+  const pick = (req: { body: unknown }) => req.body;
+  const picked = `${functionTag(pick)}:${canonical}`;
+  const other = requestFingerprint('POST', '/pay?b=2&a=1', { amount: 2 }, 'Pay.create');
+
+  const outcome = async (
+    stored: string,
+    state: 'completed' | 'in-flight',
+    over: Partial<ResolvedRouteOptions>,
+    rawBody?: Buffer,
+  ) => {
+    const { store, service } = setup();
+    store.claimAnswer = async () =>
+      state === 'completed' ? { state, record: { fingerprint: stored, response } } : { state, fingerprint: stored };
+    const err = await rejection(service.begin(request('k', { rawBody }), context, route(over)));
+    if (err instanceof IdempotentReplay) return 'replay';
+    return (err as IdempotencyException).getStatus();
+  };
+
+  it.each(['completed', 'in-flight'] as const)(
+    'recomputes with a built-in setting: the same request is a %s key, another a 422',
+    async (state) => {
+      const same = state === 'completed' ? 'replay' : 409;
+      // Stored canonical (or before tags existed), now raw or a function.
+      expect(await outcome(canonical, state, { fingerprint: 'raw' }, bytes)).toBe(same);
+      expect(await outcome(canonical, state, { fingerprint: pick })).toBe(same);
+      expect(await outcome(other, state, { fingerprint: 'raw' }, bytes)).toBe(422);
+      expect(await outcome(other, state, { fingerprint: pick })).toBe(422);
+      // Stored raw, now canonical or a function, with the bytes at hand.
+      expect(await outcome(raw, state, {}, bytes)).toBe(same);
+      expect(await outcome(raw, state, { fingerprint: pick }, bytes)).toBe(same);
+      expect(await outcome(raw, state, {}, Buffer.from('{"amount":2}'))).toBe(422);
+      // Stored by the same setting: compared as it is.
+      expect(await outcome(`r1:${other}`, state, { fingerprint: 'raw' }, bytes)).toBe(422);
+      expect(await outcome(`${functionTag(pick)}:${other}`, state, { fingerprint: pick })).toBe(422);
+      expect(log.warnings).not.toHaveBeenCalled();
+    },
+  );
+
+  it.each(['completed', 'in-flight'] as const)(
+    'takes a %s key it cannot recompute as the same request, with a warning naming the route and the tag',
+    async (state) => {
+      const same = state === 'completed' ? 'replay' : 409;
+      expect(await outcome(picked, state, {})).toBe(same);
+      expect(await outcome(`${functionTag(pick)}:${other}`, state, { fingerprint: 'raw' }, bytes)).toBe(same);
+      // Raw without the bytes (the application dropped rawBody: true), and a tag from a newer version.
+      expect(await outcome(raw, state, {})).toBe(same);
+      expect(await outcome(`c9:${other}`, state, {})).toBe(same);
+      expect(log.warnings).toHaveBeenCalledTimes(4);
+      expect(log.warnings.mock.calls[0][0]).toBe(
+        `Pay.create: the key's stored fingerprint was made by another fingerprint setting ("${functionTag(pick)}"), which cannot be recomputed here; taking the request as the same one (a replay or 409, never a second run)`,
+      );
+      expect(log.warnings.mock.calls[2][0]).toContain('("r1")');
+      expect(log.warnings.mock.calls[3][0]).toContain('("c9")');
+    },
+  );
+
+  it('does not take a body too deep to fingerprint now as one fingerprinted canonically before', async () => {
+    let deep: unknown = 1;
+    for (let i = 0; i < 20_000; i++) deep = [deep];
+    const { store, service } = setup();
+    store.claimAnswer = async () => ({ state: 'completed', record: { fingerprint: canonical, response } });
+    const err = await httpError(
+      service.begin(request('k', { body: deep, rawBody: bytes }), context, route({ fingerprint: 'raw' })),
+    );
+    expect(err).toMatchObject({ status: 422, code: 'key-reused' });
   });
 });
 

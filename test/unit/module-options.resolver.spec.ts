@@ -221,7 +221,7 @@ describe('resolveModuleOptions', () => {
     expect(resolveModuleOptions({ fingerprint: 'canonical' }).fingerprint).toBe('canonical');
     for (const bad of ['bytes', true, null]) {
       expect(() => resolveModuleOptions({ fingerprint: bad as never })).toThrow(
-        err(`fingerprint must be 'canonical' or 'raw', got ${String(bad)}`),
+        err(`fingerprint must be 'canonical', 'raw' or a function (req) => value, got ${String(bad)}`),
       );
     }
   });

@@ -14,6 +14,7 @@ describe('RouteOptionsAccessor', () => {
       ttlMs: 5,
       missingHeader: 'reject',
       fingerprint: 'canonical',
+      fingerprintTag: '',
       identity: undefined,
       transactional: false,
       leaseMs: 60_000,

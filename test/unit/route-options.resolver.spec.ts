@@ -1,5 +1,6 @@
 import { beforeEach, describe, expect, it } from '@jest/globals';
 import type { IdempotencyTransactions, ResolvedIdempotencyOptions } from '../../lib/index.js';
+import { functionTag } from '../../lib/utils/fingerprint-tag.util.js';
 import { resolveRouteOptions } from '../../lib/options/route-options.resolver.js';
 import { createProtocol } from '../support/protocol.js';
 import { ScriptedStore } from '../support/scripted-store.js';
@@ -18,6 +19,7 @@ describe('resolveRouteOptions', () => {
       ttlMs: 1000,
       missingHeader: 'pass-through',
       fingerprint: 'canonical',
+      fingerprintTag: '',
       identity: moduleIdentity,
       transactional: false,
       leaseMs: 60_000,
@@ -57,11 +59,22 @@ describe('resolveRouteOptions', () => {
       ttlMs: 7,
       missingHeader: 'reject',
       fingerprint: 'raw',
+      fingerprintTag: 'r1',
       identity: route,
       transactional: false,
       leaseMs: 60_000,
     });
     expect(resolveRouteOptions('here', 'A.b', { identity: undefined }, base).identity).toBeUndefined();
+    // A function: its own tag, from its source text; the same text makes the same tag.
+    const pick = (req: { body: { amount: number } }) => req.body.amount;
+    const again = (req: { body: { amount: number } }) => req.body.amount;
+    const picked = resolveRouteOptions('here', 'A.b', { fingerprint: pick }, base);
+    expect(picked).toMatchObject({ fingerprint: pick, fingerprintTag: functionTag(pick) });
+    expect(functionTag(again)).toBe(functionTag(pick));
+    expect(functionTag((req: { body: { amount: number } }) => req.body)).not.toBe(functionTag(pick));
+    const moduleWide = createProtocol({ fingerprint: pick }).options;
+    expect(resolveRouteOptions('here', 'A.b', {}, moduleWide).fingerprintTag).toBe(functionTag(pick));
+    expect(resolveRouteOptions('here', 'A.b', { fingerprint: 'canonical' }, moduleWide).fingerprintTag).toBe('');
   });
 
   it('names the handler in its errors', () => {
@@ -87,7 +100,7 @@ describe('resolveRouteOptions', () => {
       "here: missingHeader must be 'reject' or 'pass-through', got no",
     );
     expect(() => resolveRouteOptions('here', 'A.b', { fingerprint: 'bytes' as never }, base)).toThrow(
-      "here: fingerprint must be 'canonical' or 'raw', got bytes",
+      "here: fingerprint must be 'canonical', 'raw' or a function (req) => value, got bytes",
     );
     const raw = createProtocol({ fingerprint: 'raw' }).options;
     expect(resolveRouteOptions('here', 'A.b', {}, raw).fingerprint).toBe('raw');
