@@ -53,6 +53,8 @@ export const DEFAULT_MAX_SCOPE_LENGTH = 255;
 export const NEST_ROUTE_ARGS_METADATA = '__routeArguments__';
 export const NEST_RESPONSE_PASSTHROUGH_METADATA = '__responsePassthrough__';
 export const NEST_SSE_METADATA = '__sse__';
+/** `HTTP_CODE_METADATA`: the status `@HttpCode()` sets. */
+export const NEST_HTTP_CODE_METADATA = '__httpCode__';
 /** `METHOD_METADATA`: the route's `RequestMethod`. */
 export const NEST_METHOD_METADATA = 'method';
 /** `RouteParamtypes.RESPONSE` and `RouteParamtypes.NEXT`. */

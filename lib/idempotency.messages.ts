@@ -47,6 +47,30 @@ export const PROBLEM_TITLES: Readonly<Record<IdempotencyErrorCode, string>> = {
   'not-committed': 'Request was not committed',
 };
 
+/**
+ * What the OpenAPI document says of an `@Idempotent()` route (with `@nestjs/swagger` installed):
+ * the policy the IETF draft asks a resource to publish, and what each answer means.
+ */
+export const OPENAPI = {
+  policy: (header: string, required: boolean, expiry: string, replayed: string | false) =>
+    `**Idempotent** ([IETF Idempotency-Key draft](https://datatracker.ietf.org/doc/draft-ietf-httpapi-idempotency-key-header/)): ` +
+    `send the \`${header}\` header with a new unique value per operation${required ? '' : ' (optional: without it the request runs without deduplication)'}, ` +
+    `and the same value on every retry of it. A retry after the first request finished gets its stored response again` +
+    `${replayed ? `, marked \`${replayed}: true\`` : ''}, without running it twice; while the first still runs, 409; ` +
+    `the same key with a different request, 422. Keys expire ${expiry} after the response is stored.`,
+  keyHeader: (expiry: string) =>
+    `Unique per operation, the same on every retry of it, for ${expiry}; a UUID does. A Structured Field String ("…") is the same key unquoted.`,
+  keyRequired: 'the key is missing, malformed, or too long',
+  keyOptional: 'the key is malformed, or too long',
+  inFlight: 'a request with this key is still running: retry after Retry-After seconds with the same key',
+  reused: 'this key was already used for a different request',
+  unavailable: 'the idempotency store is unavailable: retry after Retry-After seconds with the same key',
+  retryAfter: 'Seconds to wait before retrying with the same key.',
+  replayed: 'Present (`true`) when this is the stored response of an earlier request with the same key, replayed.',
+  replayedBody: 'A replayed JSON object body has `"replayed": true` added.',
+  echo: "The request's key, as sent.",
+} as const;
+
 /** What an operator reads in the logs while the application runs. `route` is `Controller.method`. */
 export const LOGS = {
   noScope: (route: string, got: unknown) =>
@@ -89,6 +113,8 @@ export const LOGS = {
   postgresIdleError: (reason: string) => `an idle PostgreSQL connection failed; the pool replaces it: ${reason}`,
   sweepFailed: (reason: string) => `sweeping expired idempotency rows failed; the next sweep tries again: ${reason}`,
   redisUp: 'Redis reachable again',
+  swaggerFailed: (reason: string) =>
+    `@nestjs/swagger is installed but could not be loaded, so @Idempotent() routes are not documented in OpenAPI: ${reason}`,
   errorBodyFailed: (code: string | undefined, reason: string) =>
     `errorBody failed for ${code ?? 'an application error'}, sending the default body instead: ${reason}`,
 } as const;

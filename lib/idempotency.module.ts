@@ -7,7 +7,7 @@ import {
   Optional,
   type Provider,
 } from '@nestjs/common';
-import { DiscoveryModule } from '@nestjs/core';
+import { DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
 import { IdempotencyExplorer } from './idempotency.explorer.js';
 import { IdempotencyExceptionFilter } from './idempotency.filter.js';
@@ -23,6 +23,7 @@ import type {
 } from './interfaces/idempotency-module-options.interface.js';
 import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
 import { LeaseRenewer } from './lease.renewer.js';
+import { OpenApiExplorer } from './openapi/openapi.explorer.js';
 import { resolveModuleOptions } from './options/module-options.resolver.js';
 import { RouteOptionsAccessor } from './route-options.accessor.js';
 import { TransactionRunner } from './transaction.runner.js';
@@ -44,6 +45,25 @@ const resolvedOptions = (registration: 'forRoot()' | 'forRootAsync()'): Provider
   inject: [RAW_OPTIONS],
 });
 
+/**
+ * Documents the routes while the application is created (an async factory), not at init: most
+ * applications call `SwaggerModule.createDocument()` before `listen()`.
+ */
+const openApiExplorer: Provider = {
+  provide: OpenApiExplorer,
+  useFactory: async (
+    options: ResolvedIdempotencyOptions,
+    discovery: DiscoveryService,
+    scanner: MetadataScanner,
+    routes: RouteOptionsAccessor,
+  ) => {
+    const explorer = new OpenApiExplorer(options, discovery, scanner, routes);
+    await explorer.explore();
+    return explorer;
+  },
+  inject: [IDEMPOTENCY_MODULE_OPTIONS, DiscoveryService, MetadataScanner, RouteOptionsAccessor],
+};
+
 const PROVIDERS = [
   IdempotencyService,
   RouteOptionsAccessor,
@@ -51,6 +71,7 @@ const PROVIDERS = [
   LeaseRenewer,
   TransactionRunner,
   IdempotencyExplorer,
+  openApiExplorer,
   IdempotencyInterceptor,
   IdempotencyExceptionFilter,
 ];

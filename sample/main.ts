@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import { Logger } from '@nestjs/common';
+import { type INestApplication, Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { type IdempotencyStore, InMemoryCache, PostgresStore, RedisCache, RedisCacheOptions } from '../lib/index.js';
@@ -50,6 +50,19 @@ async function ledgerFromEnv() {
 }
 
 /**
+ * The OpenAPI document at /api/docs-json (Swagger UI at /api/docs on Express), when @nestjs/swagger
+ * is installed: the module has documented every @Idempotent() route in it by now.
+ */
+async function serveOpenApi(app: INestApplication): Promise<void> {
+  const swagger = await import('@nestjs/swagger').catch(() => undefined);
+  if (!swagger) return;
+  const document = swagger.SwaggerModule.createDocument(app, new swagger.DocumentBuilder().setTitle('Payments sample').build());
+  // Swagger UI on Fastify needs @fastify/static; the JSON document does not.
+  const ui = process.env.ADAPTER !== 'fastify';
+  swagger.SwaggerModule.setup('api/docs', app, document, { ui, raw: ['json'], jsonDocumentUrl: 'api/docs-json' });
+}
+
+/**
  * The sample payments API. Environment: PORT (3000), HOST (127.0.0.1), ADAPTER ('express' or 'fastify'),
  * DATABASE (SQLite file, default 'payments.db'), STORE ('sqlite' (default: records beside the payments),
  * 'memory', 'redis' with REDIS_URL, 'postgres' with DATABASE_URL), IDEMPOTENCY_LEASE_MS,
@@ -75,6 +88,7 @@ async function bootstrap(): Promise<void> {
     process.env.ADAPTER === 'fastify' ? await NestFactory.create(module, new FastifyAdapter()) : await NestFactory.create(module);
   app.setGlobalPrefix('api');
   app.enableShutdownHooks();
+  await serveOpenApi(app);
   const port = Number(process.env.PORT ?? 3000);
   const host = process.env.HOST ?? '127.0.0.1';
   await app.listen(port, host);

@@ -62,6 +62,12 @@ export interface IdempotencyModuleOptions {
    * (the Stripe SDK reads it into `lastResponse.idempotencyKey`). Default `false`.
    */
   echoKeyHeader?: boolean;
+  /**
+   * With `@nestjs/swagger` installed, document every `@Idempotent()` route in the OpenAPI document:
+   * the key header, the expiry policy, the 400/409/422/503 answers, the replay header. Default
+   * `true`; nothing is loaded without `@nestjs/swagger`. See the README, "OpenAPI".
+   */
+  openApi?: boolean;
   /** How a replay is marked. Default `'header'`; see {@link ReplayFlag}. */
   replayFlag?: ReplayFlag;
   /**

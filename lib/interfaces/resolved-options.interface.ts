@@ -25,6 +25,7 @@ export interface ResolvedIdempotencyOptions {
   readonly problemTypeBaseUrl: string;
   readonly errorBody: IdempotencyErrorBody | undefined;
   readonly echoKeyHeader: boolean;
+  readonly openApi: boolean;
   readonly replayFlag: ReplayFlag;
   /** Lower case; `false` when replays carry no header (`replayFlag: 'body'` or `replayedHeader: false`). */
   readonly replayedHeader: string | false;

@@ -114,8 +114,8 @@ export function errorBodyOption(where: string, value: unknown): IdempotencyError
   return value as IdempotencyErrorBody | undefined;
 }
 
-export function booleanOption(where: string, name: string, value: unknown): boolean {
-  if (value === undefined) return false;
+export function booleanOption(where: string, name: string, value: unknown, fallback: boolean): boolean {
+  if (value === undefined) return fallback;
   if (typeof value !== 'boolean') fail(where, CONFIG_ERRORS.boolean(name, value));
   return value;
 }

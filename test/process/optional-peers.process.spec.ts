@@ -20,6 +20,7 @@ const PEERS = [
   { name: 'nestjs-cls', loaders: [] },
   { name: '@nestjs-cls/transactional', loaders: [] },
   { name: 'typeorm', loaders: [] },
+  { name: '@nestjs/swagger', loaders: ['openapi/openapi.explorer.js'] },
 ];
 
 function jsFiles(dir: string): string[] {
@@ -36,7 +37,7 @@ function run(script: string, env: NodeJS.ProcessEnv = {}): string {
   });
 }
 
-describe('ioredis, pg, better-sqlite3, nestjs-cls and TypeORM are optional', () => {
+describe('ioredis, pg, better-sqlite3, nestjs-cls, TypeORM and @nestjs/swagger are optional', () => {
   it.each(PEERS)('only $loaders name $name, and load it on demand', ({ name, loaders }) => {
     const all = jsFiles('dist');
     expect(all.length).toBeGreaterThan(10);
@@ -82,11 +83,11 @@ describe('ioredis, pg, better-sqlite3, nestjs-cls and TypeORM are optional', () 
     ).toThrow("Cannot find package 'pg'");
   });
 
-  it('the sample app runs on InMemoryCache without ioredis, pg, nestjs-cls and TypeORM', async () => {
+  it('the sample app runs on InMemoryCache without ioredis, pg, nestjs-cls, TypeORM and @nestjs/swagger', async () => {
     const pod = await Pod.start({
       database: ':memory:',
       nodeArgs: BLOCK,
-      env: { BLOCK_PEERS: 'ioredis,pg,nestjs-cls,@nestjs-cls/transactional,typeorm', STORE: 'memory' },
+      env: { BLOCK_PEERS: 'ioredis,pg,nestjs-cls,@nestjs-cls/transactional,typeorm,@nestjs/swagger', STORE: 'memory' },
     });
     try {
       const first = await pay(pod.base, 'no-peers');

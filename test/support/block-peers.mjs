@@ -2,7 +2,9 @@
 // not installed. BLOCK_PEERS (a comma list) narrows it; by default every optional peer.
 import { register } from 'node:module';
 
-const blocked = (process.env.BLOCK_PEERS ?? 'ioredis,pg,better-sqlite3,nestjs-cls,@nestjs-cls/transactional,typeorm').split(',');
+const blocked = (
+  process.env.BLOCK_PEERS ?? 'ioredis,pg,better-sqlite3,nestjs-cls,@nestjs-cls/transactional,typeorm,@nestjs/swagger'
+).split(',');
 const hooks = `
 const blocked = ${JSON.stringify(blocked)};
 export async function resolve(specifier, context, next) {

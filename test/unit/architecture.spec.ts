@@ -11,6 +11,15 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   stores: ['stores', 'interfaces', 'options', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   exceptions: ['interfaces'],
   transactions: ['transactions', 'interfaces', 'idempotency.messages.ts'],
+  openapi: [
+    'openapi',
+    'interfaces',
+    'exceptions',
+    'idempotency.answers.ts',
+    'idempotency.constants.ts',
+    'idempotency.messages.ts',
+    'route-options.accessor.ts',
+  ],
   decorators: ['idempotency.constants.ts', 'interfaces', 'http', 'idempotency.interceptor.ts', 'idempotency.filter.ts'],
 };
 

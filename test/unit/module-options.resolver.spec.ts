@@ -31,6 +31,7 @@ describe('resolveModuleOptions', () => {
       problemTypeBaseUrl: 'urn:nestjs-idempotency:problem:',
       errorBody: undefined,
       echoKeyHeader: false,
+      openApi: true,
       replayFlag: 'header',
       replayedHeader: 'idempotent-replayed',
       identity: undefined,
@@ -61,6 +62,7 @@ describe('resolveModuleOptions', () => {
         problemTypeBaseUrl: 'https://api.example.com/problems/',
         errorBody,
         echoKeyHeader: true,
+        openApi: false,
         replayFlag: 'header-and-body',
         replayedHeader: 'X-Replayed',
         identity,
@@ -82,6 +84,7 @@ describe('resolveModuleOptions', () => {
       problemTypeBaseUrl: 'https://api.example.com/problems/',
       errorBody,
       echoKeyHeader: true,
+      openApi: false,
       replayFlag: 'header-and-body',
       replayedHeader: 'x-replayed',
       identity,
@@ -152,7 +155,7 @@ describe('resolveModuleOptions', () => {
 
   it('refuses an unknown option, naming the one it most likely meant', () => {
     const valid =
-      'valid: cache, ttlMs, leaseMs, maxHoldMs, headerName, keyPrefix, maxKeyLength, maxScopeLength, missingHeader, fingerprint, errorFormat, problemTypeBaseUrl, errorBody, echoKeyHeader, replayFlag, replayedHeader, identity';
+      'valid: cache, ttlMs, leaseMs, maxHoldMs, headerName, keyPrefix, maxKeyLength, maxScopeLength, missingHeader, fingerprint, errorFormat, problemTypeBaseUrl, errorBody, echoKeyHeader, openApi, replayFlag, replayedHeader, identity';
     expect(() => resolveModuleOptions({ store: store() } as never)).toThrow(
       err(`unknown option "store" (did you mean cache?); ${valid}`),
     );
@@ -258,6 +261,7 @@ describe('resolveModuleOptions', () => {
       );
     }
     expect(resolveModuleOptions({ echoKeyHeader: false }).echoKeyHeader).toBe(false);
+    expect(() => resolveModuleOptions({ openApi: 'no' as never })).toThrow(err('openApi must be true or false, got no'));
   });
 
   it('replayFlag is header, body or both; replayedHeader a header name or false, and no header when the flag is the body only', () => {
