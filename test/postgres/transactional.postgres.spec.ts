@@ -197,6 +197,27 @@ describePg('@Idempotent({ transactional: true }) on PostgreSQL', () => {
       expect(await rows(key('ten'))).toBe(1);
     });
 
+    it('errorBody and echoKeyHeader: the key echoed on the first answer, the replay and a 422, never stored', async () => {
+      const { base } = await app(adapter, {
+        echoKeyHeader: true,
+        errorBody: ({ message }) => ({ error: { type: 'idempotency_error', message } }),
+      });
+      const first = await charge(base, key('echo'));
+      expect(first.status).toBe(201);
+      expect(first.headers.get('idempotency-key')).toBe(key('echo'));
+      const again = await charge(base, `"${key('echo')}"`);
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect(again.headers.get('idempotency-key')).toBe(`"${key('echo')}"`);
+      expect(again.text).toBe(first.text);
+      const reused = await charge(base, key('echo'), { amount: 5 });
+      expect(reused.status).toBe(422);
+      expect(reused.headers.get('idempotency-key')).toBe(key('echo'));
+      expect(JSON.parse(reused.text)).toEqual({
+        error: { type: 'idempotency_error', message: 'idempotency-key was already used for a different request' },
+      });
+      expect(await rows(key('echo'))).toBe(1);
+    });
+
     it("the handler's INSERT and the completion are one transaction (one xmin)", async () => {
       const { base, tx } = await app(adapter);
       expect((await charge(base, key('xmin'))).status).toBe(201);
