@@ -83,6 +83,44 @@ describe('ioredis, pg, better-sqlite3, nestjs-cls, TypeORM and @nestjs/swagger a
     ).toThrow("Cannot find package 'pg'");
   });
 
+  it.each([
+    ['not installed', { BLOCK_PEERS: '@nestjs/swagger' }, []],
+    [
+      'installed but failing to load',
+      { BLOCK_PEERS: '', BREAK_PEERS: '@nestjs/swagger' },
+      [
+        'WARN @nestjs/swagger is installed but could not be loaded, so @Idempotent() routes are not documented in OpenAPI: @nestjs/swagger is broken (by the test)',
+      ],
+    ],
+  ])('with @nestjs/swagger %s, an application with @Idempotent() routes starts and serves them', (_name, env, warnings) => {
+    const out = run(
+      `
+      import 'reflect-metadata';
+      import { Controller, Module, Post } from '@nestjs/common';
+      import { NestFactory } from '@nestjs/core';
+      import { IdempotencyModule, Idempotent } from './dist/index.js';
+      class Pay { create() { return { ok: true }; } }
+      const descriptor = Object.getOwnPropertyDescriptor(Pay.prototype, 'create');
+      Idempotent()(Pay.prototype, 'create', descriptor);
+      Post()(Pay.prototype, 'create', descriptor);
+      Controller('pay')(Pay);
+      class App {}
+      Module({ imports: [IdempotencyModule.forRoot()], controllers: [Pay] })(App);
+      const warn = (m) => console.log('WARN ' + m);
+      const app = await NestFactory.create(App, { logger: { log() {}, error: warn, warn } });
+      await app.listen(0, '127.0.0.1');
+      const { port } = app.getHttpServer().address();
+      const post = () => fetch('http://127.0.0.1:' + port + '/pay', { method: 'POST', headers: { 'idempotency-key': 'k' } });
+      const first = await post();
+      const again = await post();
+      console.log(first.status, again.headers.get('idempotent-replayed'));
+      await app.close();
+    `,
+      env,
+    );
+    expect(out.trim().split('\n')).toEqual([...warnings, '201 true']);
+  });
+
   it('the sample app runs on InMemoryCache without ioredis, pg, nestjs-cls, TypeORM and @nestjs/swagger', async () => {
     const pod = await Pod.start({
       database: ':memory:',
