@@ -10,6 +10,7 @@ import {
 } from './idempotency.constants.js';
 import { CONFIG_ERRORS } from './idempotency.messages.js';
 import { IdentityResolverLoader } from './identity-resolver.loader.js';
+import { findIdempotentHandlers } from './idempotent-handlers.finder.js';
 import { RouteOptionsAccessor } from './route-options.accessor.js';
 
 /**
@@ -27,23 +28,15 @@ export class IdempotencyExplorer implements OnModuleInit {
   ) {}
 
   async onModuleInit(): Promise<void> {
-    for (const wrapper of this.discovery.getControllers()) {
-      const type = wrapper.metatype as { name: string; prototype?: object } | undefined;
-      if (!type?.prototype) continue;
-      const prototype = type.prototype as Record<string, unknown>;
-      for (const name of this.scanner.getAllMethodNames(prototype)) {
-        const handler = prototype[name];
-        if (typeof handler !== 'function' || !this.routes.isIdempotent(handler)) continue;
-        const where = `@Idempotent() on ${type.name}.${name}()`;
-        this.refuseUnreplayable(where, type, name, handler);
-        const route = this.routes.get(type, handler, where);
-        // A transactional response is committed before it is sent. Only a declared return type shows
-        // here (an async method's is Promise): a stream returned at run time is rolled back.
-        if (route.transactional && Reflect.getMetadata('design:returntype', prototype, name) === StreamableFile) {
-          throw new Error(`${where}: ${CONFIG_ERRORS.transactionalStreamType}`);
-        }
-        await this.identities.prepare(route.identity);
+    for (const { type, name, handler, where } of findIdempotentHandlers(this.discovery, this.scanner, this.routes)) {
+      this.refuseUnreplayable(where, type, name, handler);
+      const route = this.routes.get(type, handler, where);
+      // A transactional response is committed before it is sent. Only a declared return type shows
+      // here (an async method's is Promise): a stream returned at run time is rolled back.
+      if (route.transactional && Reflect.getMetadata('design:returntype', type.prototype, name) === StreamableFile) {
+        throw new Error(`${where}: ${CONFIG_ERRORS.transactionalStreamType}`);
       }
+      await this.identities.prepare(route.identity);
     }
   }
 

@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import type { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { NEST_HTTP_CODE_METADATA, NEST_METHOD_METADATA } from '../idempotency.constants.js';
 import { LOGS } from '../idempotency.messages.js';
+import { findIdempotentHandlers } from '../idempotent-handlers.finder.js';
 import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
 import type { RouteOptionsAccessor } from '../route-options.accessor.js';
 import { type RouteDoc, routeDoc } from './openapi.fragments.js';
@@ -66,7 +67,7 @@ export class OpenApiExplorer {
 
   /** Loads Swagger if it is installed and `openApi` is on, and documents the routes; returns how many. */
   async explore(): Promise<number> {
-    const handlers = this.idempotentHandlers();
+    const handlers = findIdempotentHandlers(this.discovery, this.scanner, this.routes);
     if (!this.options.openApi) {
       // Another application of this process may have documented the same handlers.
       for (const { handler } of handlers) undocument(handler);
@@ -75,27 +76,10 @@ export class OpenApiExplorer {
     if (handlers.length === 0) return 0;
     const swagger = await loadSwagger(this.logger);
     if (!swagger) return 0;
-    for (const { type, name, handler } of handlers) {
-      const where = `@Idempotent() on ${type.name}.${name}()`;
+    for (const { type, name, handler, where } of handlers) {
       document(swagger, type, name, handler, routeDoc(this.options, this.routes.get(type, handler, where)));
     }
     return handlers.length;
-  }
-
-  private idempotentHandlers() {
-    const found: { type: { name: string; prototype: object }; name: string; handler: { name: string } }[] = [];
-    for (const wrapper of this.discovery.getControllers()) {
-      const type = wrapper.metatype as { name: string; prototype?: object } | undefined;
-      if (!type?.prototype) continue;
-      const prototype = type.prototype as Record<string, unknown>;
-      for (const name of this.scanner.getAllMethodNames(prototype)) {
-        const handler = prototype[name];
-        if (typeof handler === 'function' && this.routes.isIdempotent(handler)) {
-          found.push({ type: type as { name: string; prototype: object }, name, handler });
-        }
-      }
-    }
-    return found;
   }
 }
 

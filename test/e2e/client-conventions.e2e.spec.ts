@@ -48,16 +48,13 @@ describe.each(ADAPTERS)('errorBody and echoKeyHeader on %s', (adapter) => {
     expect(missing.headers['content-type']).toBe('application/json; charset=utf-8');
     expect(missing.body).toEqual({ error: { type: 'idempotency_error', message: 'idempotency-key header is required' } });
     const key = newKey();
-    gate.close();
-    const entered = gate.whenEntered();
-    const first = post(key).then((r) => r);
-    await entered;
+    const first = await gate.hold(() => post(key));
     const busy = await post(key);
     expect(busy.status).toBe(409);
     expect(busy.headers['retry-after']).toBe('1');
     expect(busy.body).toEqual({ error: { type: 'idempotency_error', message: 'idempotency-key in-flight; retry shortly' } });
     gate.release();
-    expect((await first).status).toBe(201);
+    expect((await first.answer).status).toBe(201);
     const reused = await post(key, '/payments', { amount: 8 });
     expect(reused.status).toBe(422);
     expect(reused.body.error.message).toBe('idempotency-key was already used for a different request');
@@ -87,15 +84,12 @@ describe.each(ADAPTERS)('errorBody and echoKeyHeader on %s', (adapter) => {
     expect(reused.status).toBe(422);
     expect(reused.headers['idempotency-key']).toBe(key);
     const busyKey = newKey();
-    gate.close();
-    const entered = gate.whenEntered();
-    const running = post(busyKey).then((r) => r);
-    await entered;
+    const running = await gate.hold(() => post(busyKey));
     const busy = await post(busyKey);
     expect(busy.status).toBe(409);
     expect(busy.headers['idempotency-key']).toBe(busyKey);
     gate.release();
-    expect((await running).headers['idempotency-key']).toBe(busyKey);
+    expect((await running.answer).headers['idempotency-key']).toBe(busyKey);
     const thrown = await post(newKey(), '/throws');
     expect(thrown.status).toBe(400);
     expect(thrown.headers['idempotency-key']).toMatch(/^cc-/);
@@ -206,17 +200,14 @@ describe.each(ADAPTERS)('behind the Stripe SDK on %s', (adapter) => {
   it('retries a 409 on its own (after about 0.5 s, ignoring Retry-After) and gets the replay once the first is done', async () => {
     const { stripe, gate, runs } = await start({ errorBody: stripeErrorBody });
     const key = newKey();
-    gate.close();
-    const entered = gate.whenEntered();
-    const first = charge(stripe(0), key);
-    await entered;
+    const first = await gate.hold(() => charge(stripe(0), key));
     const noRetry = await failure(charge(stripe(0), key));
     expect(noRetry.statusCode).toBe(409);
     expect(noRetry.rawType).toBe('idempotency_error');
     const retrying = charge(stripe(3), key);
     // Released while the SDK sleeps before its first retry.
     setTimeout(() => gate.release(), 100);
-    const [a, b] = (await Promise.all([first, retrying])) as { id: string }[];
+    const [a, b] = (await Promise.all([first.answer, retrying])) as { id: string }[];
     expect(b.id).toBe(a.id);
     expect(runs.of('charges')).toBe(1);
   });

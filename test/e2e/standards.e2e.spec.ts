@@ -81,10 +81,7 @@ describe.each(ADAPTERS)("errorFormat: 'problem+json' on %s", (adapter) => {
   it('answers a missing key, a concurrent duplicate and a reused key with the draft’s problem types', async () => {
     expectProblem(await post(undefined), 400, 'key-missing', 'Idempotency-Key is missing', 'idempotency-key header is required');
     const key = newKey();
-    gate.close();
-    const entered = gate.whenEntered();
-    const first = post(key).then((r) => r);
-    await entered;
+    const first = await gate.hold(() => post(key));
     const busy = await post(key);
     expectProblem(
       busy,
@@ -96,7 +93,7 @@ describe.each(ADAPTERS)("errorFormat: 'problem+json' on %s", (adapter) => {
     expect(busy.headers['retry-after']).toBe('1');
     expect(busy.text).not.toContain(key);
     gate.release();
-    expect((await first).status).toBe(201);
+    expect((await first.answer).status).toBe(201);
     const reused = await post(key, { amount: 8 });
     expectProblem(
       reused,
@@ -190,16 +187,13 @@ describe.each(ADAPTERS)('CORS with IDEMPOTENCY_CORS_HEADERS on %s', (adapter) =>
     expect(again.headers['access-control-allow-origin']).toBe('https://other.example');
     expect(exposed(again)).toEqual(expect.arrayContaining(['idempotent-replayed', 'retry-after']));
     const busyKey = newKey();
-    gate.close();
-    const entered = gate.whenEntered();
-    const running = post(busyKey).then((r) => r);
-    await entered;
+    const running = await gate.hold(() => post(busyKey));
     const busy = await post(busyKey);
     expect(busy.status).toBe(409);
     expect(busy.headers['retry-after']).toBe('1');
     expect(busy.headers['access-control-allow-origin']).toBe(ORIGIN);
     expect(exposed(busy)).toContain('retry-after');
     gate.release();
-    expect((await running).status).toBe(201);
+    expect((await running.answer).status).toBe(201);
   });
 });

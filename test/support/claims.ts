@@ -1,4 +1,5 @@
-import type { ActiveClaim } from '../../lib/index.js';
+import type { ActiveClaim, ResolvedRouteOptions } from '../../lib/index.js';
+import { CANONICAL_TAG, functionTag, RAW_TAG } from '../../lib/utils/fingerprint-tag.util.js';
 
 /** A claim as the protocol hands it out, for tests of what is done with one (commit, renewal). */
 export function activeClaim(over: Partial<ActiveClaim> = {}): ActiveClaim {
@@ -11,6 +12,23 @@ export function activeClaim(over: Partial<ActiveClaim> = {}): ActiveClaim {
     route: 'Pay.create',
     leaseMs: 60_000,
     claimedAt: Date.now(),
+    ...over,
+  };
+}
+
+/** A route's resolved options as `@Idempotent()` with no options gives them; the tag follows `fingerprint`. */
+export function resolvedRoute(over: Partial<ResolvedRouteOptions> = {}): ResolvedRouteOptions {
+  const fingerprint = over.fingerprint ?? 'canonical';
+  return {
+    id: 'Pay.create',
+    ttlMs: 1000,
+    missingHeader: 'reject',
+    fingerprint,
+    fingerprintTag:
+      typeof fingerprint === 'function' ? functionTag(fingerprint) : fingerprint === 'raw' ? RAW_TAG : CANONICAL_TAG,
+    identity: undefined,
+    transactional: false,
+    leaseMs: 60_000,
     ...over,
   };
 }

@@ -59,6 +59,17 @@ export class Gate {
   whenEntered(): Promise<void> {
     return new Promise((resolve) => this.entered.push(resolve));
   }
+  /**
+   * Closes the gate, starts `request` and waits until its handler is waiting here. `answer` settles
+   * once the gate is released (wrapped: an async function would wait for it).
+   */
+  async hold<T>(request: () => PromiseLike<T>): Promise<{ answer: Promise<T> }> {
+    this.close();
+    const entered = this.whenEntered();
+    const answer = Promise.resolve(request());
+    await entered;
+    return { answer };
+  }
   async pass(): Promise<void> {
     for (const e of this.entered.splice(0)) e();
     if (this.open) return;

@@ -19,6 +19,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
     'idempotency.constants.ts',
     'idempotency.messages.ts',
     'route-options.accessor.ts',
+    'idempotent-handlers.finder.ts',
   ],
   decorators: ['idempotency.constants.ts', 'interfaces', 'http', 'idempotency.interceptor.ts', 'idempotency.filter.ts'],
 };

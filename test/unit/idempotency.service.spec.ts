@@ -4,29 +4,16 @@ import { parseItem } from 'structured-headers';
 import type { ExecutionContext } from '@nestjs/common';
 import { IdempotencyException, type ResolvedRouteOptions, type StoredResponse } from '../../lib/index.js';
 import { IdempotentReplay } from '../../lib/exceptions/idempotent-replay.exception.js';
-import { functionTag, RAW_TAG } from '../../lib/utils/fingerprint-tag.util.js';
+import { functionTag } from '../../lib/utils/fingerprint-tag.util.js';
 import { requestFingerprint } from '../../lib/utils/fingerprint.util.js';
 import { spyOnLogger } from '../support/logger.js';
 import { createProtocol } from '../support/protocol.js';
-import { activeClaim } from '../support/claims.js';
+import { activeClaim, resolvedRoute } from '../support/claims.js';
 import { SEED } from '../support/arbitraries.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const context = { marker: 'context' } as unknown as ExecutionContext;
-const route = (over: Partial<ResolvedRouteOptions> = {}): ResolvedRouteOptions => {
-  const fingerprint = over.fingerprint ?? 'canonical';
-  return {
-    id: 'Pay.create',
-    ttlMs: 1000,
-    missingHeader: 'reject',
-    fingerprint,
-    fingerprintTag: typeof fingerprint === 'function' ? functionTag(fingerprint) : fingerprint === 'raw' ? RAW_TAG : '',
-    identity: undefined,
-    transactional: false,
-    leaseMs: 60_000,
-    ...over,
-  };
-};
+const route = resolvedRoute;
 const request = (key?: string | string[], over: Record<string, unknown> = {}) => ({
   method: 'POST',
   url: '/pay?b=2&a=1',

@@ -1,19 +1,10 @@
 import { describe, expect, it } from '@jest/globals';
 import { displayName, duration, routeDoc } from '../../lib/openapi/openapi.fragments.js';
+import { resolvedRoute } from '../support/claims.js';
 import { createProtocol } from '../support/protocol.js';
 import type { ResolvedRouteOptions } from '../../lib/index.js';
 
-const route = (over: Partial<ResolvedRouteOptions> = {}): ResolvedRouteOptions => ({
-  id: 'Pay.create',
-  ttlMs: 86_400_000,
-  missingHeader: 'reject',
-  fingerprint: 'canonical',
-  fingerprintTag: '',
-  identity: undefined,
-  transactional: false,
-  leaseMs: 60_000,
-  ...over,
-});
+const route = (over: Partial<ResolvedRouteOptions> = {}) => resolvedRoute({ ttlMs: 86_400_000, ...over });
 
 describe('OpenAPI fragments', () => {
   it('spells header names as documents do', () => {
