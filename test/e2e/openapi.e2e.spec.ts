@@ -253,6 +253,25 @@ describe.each(ADAPTERS)('OpenAPI document on %s', (adapter) => {
     );
   });
 
+  it('documents with options from forRootAsync() too, and under a global prefix', async () => {
+    const moduleRef = await Test.createTestingModule({
+      imports: [IdempotencyModule.forRootAsync({ useFactory: async () => ({ ttlMs: 7_200_000, maxKeyLength: 36 }) })],
+      controllers: [DocumentedController],
+    }).compile();
+    const app =
+      adapter === 'express'
+        ? moduleRef.createNestApplication({ logger: false })
+        : moduleRef.createNestApplication(new FastifyAdapter(), { logger: false });
+    apps.push(app);
+    app.setGlobalPrefix('api');
+    const doc = SwaggerModule.createDocument(app, new DocumentBuilder().build());
+    const op = doc.paths['/api/payments'].post!;
+    expect(op.parameters).toEqual([
+      expect.objectContaining({ name: 'Idempotency-Key', schema: { ...KEY_SCHEMA, maxLength: 36 } }),
+    ]);
+    expect(op.description).toContain('Keys expire 2 hours after the response is stored.');
+  });
+
   it('adds nothing with openApi: false', async () => {
     const doc = await documentOf(adapter, { openApi: false });
     const op = doc.paths['/payments'].post!;
