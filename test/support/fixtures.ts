@@ -190,6 +190,13 @@ export class TestController {
     return { run: this.runs.hit('short') };
   }
 
+  /** For a store on a real clock (PostgreSQL): long enough that a slow machine still replays within it. */
+  @Post('short-real')
+  @Idempotent({ ttlMs: 1500 })
+  shortReal() {
+    return { run: this.runs.hit('short') };
+  }
+
   @Post('scoped')
   @Idempotent({ identity: AccountIdentity })
   scoped() {
