@@ -155,7 +155,7 @@ export class IdempotencyService {
         : tagged(tag, this.hash(request, picked, route));
     }
     if (mode === 'raw' && request.rawBody !== undefined) return tagged(RAW_TAG, this.hash(request, request.rawBody, route));
-    return this.hash(request, mode === 'raw' ? this.rawBody(request, route) : request.body, route);
+    return this.hash(request, mode === 'raw' ? this.parsedForRaw(request, route) : request.body, route);
   }
 
   private hash(request: HttpRequestLike, body: unknown, route: ResolvedRouteOptions): string {
@@ -197,12 +197,11 @@ export class IdempotencyService {
   }
 
   /**
-   * The bytes of the body as received. Without them (the application was not created with
-   * `rawBody: true`, or no parser ran for a bodiless request) the parsed body stands in: a body
-   * parsed but not kept is worth one warning, which says how to fix it.
+   * What stands in on a `'raw'` route for bytes it does not have (the application was not created
+   * with `rawBody: true`, or no parser ran for a bodiless request): the parsed body. A body parsed
+   * but not kept is worth one warning, which says how to fix it.
    */
-  private rawBody(request: HttpRequestLike, route: ResolvedRouteOptions): unknown {
-    if (request.rawBody !== undefined) return request.rawBody;
+  private parsedForRaw(request: HttpRequestLike, route: ResolvedRouteOptions): unknown {
     if (request.body !== undefined && request.body !== null && !this.warnedNoRawBody) {
       this.warnedNoRawBody = true;
       this.logger.warn(LOGS.noRawBody(route.id));

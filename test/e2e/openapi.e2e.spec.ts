@@ -51,6 +51,20 @@ class DocumentedController {
     return {};
   }
 
+  @Post('accepted')
+  @Idempotent()
+  @ApiResponse({ status: 202, description: 'Accepted.' })
+  accepted() {
+    return {};
+  }
+
+  @Post('ranged')
+  @Idempotent()
+  @ApiResponse({ status: '2XX', description: 'Done.' })
+  ranged() {
+    return {};
+  }
+
   @Post('plain')
   plain() {
     return {};
@@ -231,6 +245,15 @@ describe.each(ADAPTERS)('OpenAPI document on %s', (adapter) => {
         },
       },
     });
+    const example = (status: number) =>
+      (op.responses[status] as { content: Record<string, { example: { type: string } }> }).content['application/problem+json']
+        .example.type;
+    expect([400, 409, 422, 503].map(example)).toEqual([
+      'https://api.example.com/problems/key-missing',
+      'https://api.example.com/problems/key-in-flight',
+      'https://api.example.com/problems/key-reused',
+      'https://api.example.com/problems/store-unavailable',
+    ]);
     const stripe = await documentOf(adapter, { errorBody: ({ message }) => ({ error: { type: 'idempotency_error', message } }) });
     expect((stripe.paths['/payments'].post!.responses[422] as { content: object }).content).toEqual({
       'application/json': {
@@ -272,7 +295,18 @@ describe.each(ADAPTERS)('OpenAPI document on %s', (adapter) => {
     expect(op.description).toContain('Keys expire 2 hours after the response is stored.');
   });
 
-  it('adds nothing with openApi: false', async () => {
+  it('a declared success status, or range, is the one that gets the replay header; no default is added beside it', async () => {
+    const doc = await documentOf(adapter);
+    const accepted = doc.paths['/accepted'].post!.responses;
+    expect(Object.keys(accepted).sort()).toEqual(['202', '400', '409', '422', '503']);
+    expect(accepted[202]).toEqual({ description: 'Accepted.', headers: { 'Idempotent-Replayed': REPLAYED } });
+    const ranged = doc.paths['/ranged'].post!.responses;
+    expect(Object.keys(ranged).sort()).toEqual(['2XX', '400', '409', '422', '503']);
+    expect(ranged['2XX']).toEqual({ description: 'Done.', headers: { 'Idempotent-Replayed': REPLAYED } });
+  });
+
+  it('adds nothing with openApi: false, also after another application documented the same controller', async () => {
+    await documentOf(adapter, { echoKeyHeader: true });
     const doc = await documentOf(adapter, { openApi: false });
     const op = doc.paths['/payments'].post!;
     expect(op.parameters).toEqual([]);

@@ -60,6 +60,7 @@ describe('errorResponse', () => {
     // Any JSON value is a body, a string and false among them.
     expect(errorResponse(busy, { ...json, errorBody: () => 'busy' }).body.toString()).toBe('"busy"');
     expect(errorResponse(busy, { ...json, errorBody: () => false }).body.toString()).toBe('false');
+    expect(logs.errors).not.toHaveBeenCalled();
   });
 
   it.each([

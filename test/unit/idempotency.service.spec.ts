@@ -518,6 +518,16 @@ describe('IdempotencyService.begin: fingerprint functions', () => {
     expect(later.fingerprint).toBe(claim.fingerprint);
   });
 
+  it('takes undefined and null from a function as no body', async () => {
+    const { service } = setup();
+    const none = requestFingerprint('POST', '/pay?b=2&a=1', undefined, 'Pay.create');
+    for (const value of [undefined, null]) {
+      const pick = () => value;
+      const claim = (await service.begin(request(`k-${String(value)}`), context, route({ fingerprint: pick })))!;
+      expect(claim.fingerprint).toBe(`${functionTag(pick)}:${none}`);
+    }
+  });
+
   it('awaits a function that returns a promise or another thenable', async () => {
     const { service } = setup();
     const asPromise = async () => ['a', 1];
@@ -610,6 +620,9 @@ describe('IdempotencyService.begin: a fingerprint stored under another setting',
       );
       expect(log.warnings.mock.calls[2][0]).toContain('("r1")');
       expect(log.warnings.mock.calls[3][0]).toContain('("c9")');
+      // A tag is quoted and cut: whatever a store holds, a log line stays short.
+      expect(await outcome(`${'x'.repeat(60)}:${other}`, state, {})).toBe(same);
+      expect(log.warnings.mock.calls[4][0]).toContain(`("${'x'.repeat(40)}")`);
     },
   );
 

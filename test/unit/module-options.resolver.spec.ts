@@ -264,6 +264,12 @@ describe('resolveModuleOptions', () => {
     expect(() => resolveModuleOptions({ openApi: 'no' as never })).toThrow(err('openApi must be true or false, got no'));
   });
 
+  it('takes each documented replayFlag as given', () => {
+    for (const flag of ['header', 'body', 'header-and-body'] as const) {
+      expect(resolveModuleOptions({ replayFlag: flag }).replayFlag).toBe(flag);
+    }
+  });
+
   it('replayFlag is header, body or both; replayedHeader a header name or false, and no header when the flag is the body only', () => {
     expect(resolveModuleOptions({ replayFlag: 'body' })).toMatchObject({ replayFlag: 'body', replayedHeader: false });
     expect(resolveModuleOptions({ replayFlag: 'header-and-body', replayedHeader: 'Idempotency-Replayed' })).toMatchObject({
