@@ -38,13 +38,17 @@ const originals = new WeakMap<object, Original>();
  * `@nestjs/swagger` when it is installed; `undefined` when it is not. A copy that fails to load
  * for another reason is logged and left alone: documentation is not worth failing the start.
  */
-export async function loadSwagger(logger: Logger): Promise<SwaggerApi | undefined> {
+export async function loadSwagger(
+  logger: Logger,
+  load: () => Promise<SwaggerApi> = () => import('@nestjs/swagger'),
+): Promise<SwaggerApi | undefined> {
   try {
-    return await import('@nestjs/swagger');
+    return await load();
   } catch (err) {
-    const { code, message } = err as { code?: string; message?: string };
-    if (code === 'ERR_MODULE_NOT_FOUND' && String(message).includes('@nestjs/swagger')) return undefined;
-    logger.warn(LOGS.swaggerFailed(String(message)));
+    const reason = err instanceof Error ? err.message : String(err);
+    // Quoted, as Node names the package it cannot find: a dependency of Swagger's missing is a failure.
+    if ((err as { code?: unknown }).code === 'ERR_MODULE_NOT_FOUND' && reason.includes("'@nestjs/swagger'")) return undefined;
+    logger.warn(LOGS.swaggerFailed(reason));
     return undefined;
   }
 }
@@ -63,6 +67,8 @@ export class OpenApiExplorer {
     private readonly discovery: DiscoveryService,
     private readonly scanner: MetadataScanner,
     private readonly routes: RouteOptionsAccessor,
+    /** How `@nestjs/swagger` is loaded; a test hands in a failing one. */
+    private readonly load?: () => Promise<SwaggerApi>,
   ) {}
 
   /** Loads Swagger if it is installed and `openApi` is on, and documents the routes; returns how many. */
@@ -74,7 +80,7 @@ export class OpenApiExplorer {
       return 0;
     }
     if (handlers.length === 0) return 0;
-    const swagger = await loadSwagger(this.logger);
+    const swagger = await loadSwagger(this.logger, this.load);
     if (!swagger) return 0;
     for (const { type, name, handler, where } of handlers) {
       document(swagger, type, name, handler, routeDoc(this.options, this.routes.get(type, handler, where)));

@@ -20,6 +20,7 @@ import '../unit/idempotency.interceptor.spec.js';
 import '../unit/idempotency.explorer.spec.js';
 import '../unit/idempotency.module.spec.js';
 import '../unit/openapi.fragments.spec.js';
+import '../unit/openapi.explorer.spec.js';
 import '../e2e/openapi.e2e.spec.js';
 import '../e2e/client-conventions.e2e.spec.js';
 import '../e2e/fingerprint.e2e.spec.js';
