@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
-import { Body, Controller, HttpCode, type INestApplication, Param, Post, Put } from '@nestjs/common';
+import { Body, Controller, type DynamicModule, HttpCode, type INestApplication, Param, Post, Put } from '@nestjs/common';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import {
   ApiHeader,
@@ -76,17 +76,23 @@ afterEach(async () => {
   await Promise.all(apps.splice(0).map((a) => a.close()));
 });
 
-/** The document as an application builds it: created, not initialised, as most `main.ts` files do. */
-async function documentOf(adapter: AdapterName, options: IdempotencyModuleRootOptions = {}): Promise<OpenAPIObject> {
-  const moduleRef = await Test.createTestingModule({
-    imports: [IdempotencyModule.forRoot(options)],
-    controllers: [DocumentedController],
-  }).compile();
+/**
+ * The document as an application builds it: created, not initialised, as most `main.ts` files do.
+ * `registration` is the module as imported (forRoot() options, or a forRootAsync() module).
+ */
+async function documentOf(
+  adapter: AdapterName,
+  registration: IdempotencyModuleRootOptions | DynamicModule = {},
+  configure: (app: INestApplication) => void = () => undefined,
+): Promise<OpenAPIObject> {
+  const idempotency = 'module' in registration ? registration : IdempotencyModule.forRoot(registration);
+  const moduleRef = await Test.createTestingModule({ imports: [idempotency], controllers: [DocumentedController] }).compile();
   const app =
     adapter === 'express'
       ? moduleRef.createNestApplication({ logger: false })
       : moduleRef.createNestApplication(new FastifyAdapter(), { logger: false });
   apps.push(app);
+  configure(app);
   return SwaggerModule.createDocument(app, new DocumentBuilder().setTitle('t').build());
 }
 
@@ -277,17 +283,11 @@ describe.each(ADAPTERS)('OpenAPI document on %s', (adapter) => {
   });
 
   it('documents with options from forRootAsync() too, and under a global prefix', async () => {
-    const moduleRef = await Test.createTestingModule({
-      imports: [IdempotencyModule.forRootAsync({ useFactory: async () => ({ ttlMs: 7_200_000, maxKeyLength: 36 }) })],
-      controllers: [DocumentedController],
-    }).compile();
-    const app =
-      adapter === 'express'
-        ? moduleRef.createNestApplication({ logger: false })
-        : moduleRef.createNestApplication(new FastifyAdapter(), { logger: false });
-    apps.push(app);
-    app.setGlobalPrefix('api');
-    const doc = SwaggerModule.createDocument(app, new DocumentBuilder().build());
+    const doc = await documentOf(
+      adapter,
+      IdempotencyModule.forRootAsync({ useFactory: async () => ({ ttlMs: 7_200_000, maxKeyLength: 36 }) }),
+      (app) => app.setGlobalPrefix('api'),
+    );
     const op = doc.paths['/api/payments'].post!;
     expect(op.parameters).toEqual([
       expect.objectContaining({ name: 'Idempotency-Key', schema: { ...KEY_SCHEMA, maxLength: 36 } }),
