@@ -93,7 +93,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       const giveUp = (why: string): void => {
         if (settled) return;
         this.logger.warn(LOGS.givenUp(claim.route, why));
-        void settle(this.service.release(claim));
+        void settle(this.service.release(claim, 'not-stored'));
       };
       // The handler's own result, as its adapter would have sent it. A stream has been given up
       // on already, as it was emitted.

@@ -115,6 +115,12 @@ export const LOGS = {
   redisUp: 'Redis reachable again',
   swaggerFailed: (reason: string) =>
     `@nestjs/swagger is installed but could not be loaded, so @Idempotent() routes are not documented in OpenAPI: ${reason}`,
+  openTelemetryFailed: (reason: string) =>
+    `@opentelemetry/api is installed but could not be loaded, so no idempotency metrics or span attributes are recorded: ${reason}`,
+  listenerFailed: (reason: string) =>
+    `the idempotency events listener failed (requests are not affected; logged at most once a minute): ${reason}`,
+  listenerBehind: (max: number, dropped: number) =>
+    `the idempotency events listener has ${max} calls unsettled; events are dropped until they settle (${dropped} so far; logged at most once a minute)`,
   errorBodyFailed: (code: string | undefined, reason: string) =>
     `errorBody failed for ${code ?? 'an application error'}, sending the default body instead: ${reason}`,
 } as const;
@@ -145,6 +151,7 @@ export const CONFIG_ERRORS = {
   replayFlag: (got: unknown) => `replayFlag must be 'header', 'body' or 'header-and-body', got ${String(got)}`,
   replayedHeader: 'replayedHeader must be a header name (an HTTP token) or false',
   errorBody: 'errorBody must be a function ({ status, code, message }) => body',
+  events: 'events must be a function (event) => void or an injectable class with onIdempotencyEvent(event)',
   boolean: (name: string, got: unknown) => `${name} must be true or false, got ${String(got)}`,
   fingerprint: (got: unknown) => `fingerprint must be 'canonical', 'raw' or a function (req) => value, got ${String(got)}`,
   missingHeader: (got: unknown) => `missingHeader must be 'reject' or 'pass-through', got ${String(got)}`,

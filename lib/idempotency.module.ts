@@ -8,6 +8,7 @@ import {
   type Provider,
 } from '@nestjs/common';
 import { DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core';
+import { IdempotencyObserver } from './events/idempotency.observer.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
 import { IdempotencyExplorer } from './idempotency.explorer.js';
 import { IdempotencyExceptionFilter } from './idempotency.filter.js';
@@ -65,6 +66,7 @@ const openApiExplorer: Provider = {
 };
 
 const PROVIDERS = [
+  IdempotencyObserver,
   IdempotencyService,
   RouteOptionsAccessor,
   IdentityResolverLoader,
@@ -79,6 +81,7 @@ const PROVIDERS = [
 // injects is exported: every module shares the one route cache and the one lease timer.
 const EXPORTS = [
   IDEMPOTENCY_MODULE_OPTIONS,
+  IdempotencyObserver,
   IdempotencyService,
   RouteOptionsAccessor,
   LeaseRenewer,

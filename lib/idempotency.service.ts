@@ -5,7 +5,10 @@ import { LOGS, MESSAGES } from './idempotency.messages.js';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
 import { IdempotentReplay } from './exceptions/idempotent-replay.exception.js';
 import { hasUnreadBody, type HttpRequestLike, requestTarget } from './http/request.reader.js';
+import { IdempotencyObserver } from './events/idempotency.observer.js';
 import { IdentityResolverLoader } from './identity-resolver.loader.js';
+import type { IdempotencyErrorCode } from './interfaces/idempotency-error.interface.js';
+import type { IdempotencyOutcome } from './interfaces/idempotency-event.interface.js';
 import type { ActiveClaim } from './interfaces/active-claim.interface.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
 import type { StoredResponse } from './interfaces/stored-response.interface.js';
@@ -14,6 +17,21 @@ import { BodyTooDeepError, requestFingerprint } from './utils/fingerprint.util.j
 import { cacheKey, decodeKey, escapeScope, keyViolation, UNSCOPED } from './utils/key.util.js';
 
 const NO_HEADERS: Readonly<Record<string, string>> = {};
+
+/** What {@link IdempotencyService.begin} learns on the way that an outcome needs. */
+interface Seen {
+  key: string | undefined;
+  storeMs: number;
+}
+/** Written to, never read: nothing observes outcomes. */
+const UNOBSERVED: Seen = { key: undefined, storeMs: 0 };
+
+/** The outcome of the module's own answers but rejections (400, 415, 500). */
+const OUTCOMES: Partial<Record<IdempotencyErrorCode, IdempotencyOutcome>> = {
+  'key-in-flight': 'conflict',
+  'key-reused': 'mismatch',
+  'store-unavailable': 'store-unavailable',
+};
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as { then?: unknown } | null | undefined)?.then === 'function';
@@ -35,6 +53,7 @@ export class IdempotencyService {
   constructor(
     @Inject(IDEMPOTENCY_MODULE_OPTIONS) readonly options: ResolvedIdempotencyOptions,
     private readonly identities: IdentityResolverLoader,
+    readonly observer: IdempotencyObserver,
   ) {}
 
   /**
@@ -42,10 +61,36 @@ export class IdempotencyService {
    * route passes such requests through. Throws an {@link IdempotencyException} (400, 409, 415, 422,
    * 500, 503) or an {@link IdempotentReplay} carrying the stored response.
    */
-  async begin(
+  begin(request: HttpRequestLike, context: ExecutionContext, route: ResolvedRouteOptions): Promise<ActiveClaim | undefined> {
+    if (!this.observer.enabled) return this.decide(request, context, route, UNOBSERVED);
+    const seen: Seen = { key: undefined, storeMs: 0 };
+    return this.decide(request, context, route, seen).then(
+      (claim) => {
+        if (!claim) this.observer.emit('bypassed', { route: route.id, method: request.method });
+        return claim;
+      },
+      (err: unknown) => {
+        this.observed(err, request, route, seen);
+        throw err;
+      },
+    );
+  }
+
+  /** Reports what {@link begin} answered with (its errors and replays); an application's own error is not an outcome. */
+  private observed(err: unknown, request: HttpRequestLike, route: ResolvedRouteOptions, seen: Seen): void {
+    const facts = { route: route.id, method: request.method, storeMs: seen.storeMs, key: seen.key };
+    if (err instanceof IdempotentReplay) {
+      this.observer.emit('replayed', { ...facts, status: err.response.status });
+    } else if (err instanceof IdempotencyException) {
+      this.observer.emit(OUTCOMES[err.code!] ?? 'rejected', { ...facts, status: err.getStatus(), code: err.code });
+    }
+  }
+
+  private async decide(
     request: HttpRequestLike,
     context: ExecutionContext,
     route: ResolvedRouteOptions,
+    seen: Seen,
   ): Promise<ActiveClaim | undefined> {
     const { headerName, maxKeyLength, keyPrefix, store } = this.options;
     const header = request.headers[headerName];
@@ -66,6 +111,7 @@ export class IdempotencyService {
     if (keyProblem) throw new IdempotencyException(400, keyProblem, NO_HEADERS, 'key-invalid');
     if (hasUnreadBody(request)) throw new IdempotencyException(415, MESSAGES.unreadBody, NO_HEADERS, 'body-unread');
 
+    seen.key = key;
     const scope = route.identity ? await this.scope(request, context, route) : UNSCOPED;
     let fingerprint: string;
     try {
@@ -85,18 +131,25 @@ export class IdempotencyService {
       route: route.id,
       leaseMs: route.leaseMs,
       claimedAt: Date.now(),
+      method: request.method,
+      storeMs: 0,
     };
     let outcome;
+    const startedAt = this.observer.now();
     try {
       outcome = await store.claim(claim.cacheKey, { owner: claim.owner, fingerprint, leaseMs: route.leaseMs });
     } catch (err) {
+      seen.storeMs = this.observer.stored('claim', startedAt);
       // Fail closed: without the store there is no telling whether this key already ran.
       this.logger.error(LOGS.claimFailed(route.id, (err as Error).message));
       this.abandon(claim);
       throw new IdempotencyException(503, MESSAGES.unavailable, RETRY_AFTER, 'store-unavailable');
     }
+    claim.storeMs = seen.storeMs = this.observer.stored('claim', startedAt);
     switch (outcome.state) {
       case 'claimed':
+        // On the span now, while it is open for sure: a first run's end (released, not-stored) replaces it if it still is.
+        this.observer.mark('executed');
         return claim;
       case 'in-flight':
         if (outcome.fingerprint !== fingerprint && !this.sameRequest(outcome.fingerprint, fingerprint, request, route))
@@ -114,8 +167,10 @@ export class IdempotencyService {
 
   /** Stores the response in place of the claim. Never throws: the client gets its response regardless. */
   async commit(claim: ActiveClaim, response: StoredResponse): Promise<void> {
+    const startedAt = this.observer.now();
+    let stored = false;
     try {
-      const stored = await this.options.store.commit(
+      stored = await this.options.store.commit(
         claim.cacheKey,
         claim.owner,
         { fingerprint: claim.fingerprint, response },
@@ -125,15 +180,38 @@ export class IdempotencyService {
     } catch (err) {
       this.logger.error(LOGS.commitFailed(claim.route, (err as Error).message));
     }
+    claim.storeMs += this.observer.stored('commit', startedAt);
+    this.outcome(claim, stored ? 'executed' : 'not-stored', response.status);
   }
 
-  /** Frees the key for a retry. Never throws: a claim that cannot be deleted expires with its lease. */
-  async release(claim: ActiveClaim): Promise<void> {
+  /**
+   * Frees the key for a retry. Never throws: a claim that cannot be deleted expires with its lease.
+   * `outcome` is what the request comes to: by default a handler's error.
+   */
+  async release(claim: ActiveClaim, outcome: IdempotencyOutcome = 'released', answer?: IdempotencyException): Promise<void> {
+    const startedAt = this.observer.now();
     try {
       await this.options.store.release(claim.cacheKey, claim.owner);
     } catch (err) {
       this.logger.error(LOGS.releaseFailed(claim.route, (err as Error).message));
     }
+    claim.storeMs += this.observer.stored('release', startedAt);
+    this.outcome(claim, outcome, answer);
+  }
+
+  /** Reports what a claimed request came to, with the status and code of the module's answer when it gave one. */
+  outcome(claim: ActiveClaim, outcome: IdempotencyOutcome, answer?: number | IdempotencyException): void {
+    if (!this.observer.enabled) return;
+    const status = typeof answer === 'number' ? answer : answer?.getStatus();
+    const { route, method, storeMs, key } = claim;
+    this.observer.emit(outcome, {
+      route,
+      method,
+      storeMs,
+      key,
+      status,
+      code: typeof answer === 'object' ? answer.code : undefined,
+    });
   }
 
   /**

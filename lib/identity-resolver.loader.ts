@@ -1,5 +1,6 @@
 import { Injectable, type Type } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
+import { instanceFromContainer } from './utils/container.util.js';
 import type {
   IdempotencyIdentity,
   IdempotencyIdentityResolver,
@@ -33,18 +34,9 @@ export class IdentityResolverLoader {
     if (!isResolverClass(identity)) return identity;
     let resolver = this.resolvers.get(identity);
     if (!resolver) {
-      resolver = this.instantiate(identity).then((instance) => instance.resolve.bind(instance));
+      resolver = instanceFromContainer(this.moduleRef, identity).then((instance) => instance.resolve.bind(instance));
       this.resolvers.set(identity, resolver);
     }
     return resolver;
-  }
-
-  private async instantiate(type: ResolverClass): Promise<IdempotencyIdentityResolver> {
-    try {
-      return this.moduleRef.get(type, { strict: false });
-    } catch {
-      // Not registered as a provider anywhere: build it with the dependencies the container has.
-      return this.moduleRef.create(type);
-    }
   }
 }

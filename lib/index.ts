@@ -31,6 +31,12 @@ export type {
   IdempotencyErrorInfo,
 } from './interfaces/idempotency-error.interface.js';
 export type {
+  IdempotencyEvent,
+  IdempotencyEventListener,
+  IdempotencyEventsOption,
+  IdempotencyOutcome,
+} from './interfaces/idempotency-event.interface.js';
+export type {
   IdempotencyIdentity,
   IdempotencyIdentityResolver,
   IdentityFunction,

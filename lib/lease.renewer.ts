@@ -1,4 +1,5 @@
 import { Inject, Injectable, Logger, type OnModuleDestroy } from '@nestjs/common';
+import { IdempotencyObserver } from './events/idempotency.observer.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
 import { LOGS } from './idempotency.messages.js';
 import type { ActiveClaim } from './interfaces/active-claim.interface.js';
@@ -15,7 +16,10 @@ export class LeaseRenewer implements OnModuleDestroy {
   private readonly held = new Set<ActiveClaim>();
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(@Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions) {}
+  constructor(
+    @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+    private readonly observer: IdempotencyObserver,
+  ) {}
 
   /** Renews the claim's lease every third of it until {@link unhold}, for at most `maxHoldMs`. */
   hold(claim: ActiveClaim): void {
@@ -45,8 +49,14 @@ export class LeaseRenewer implements OnModuleDestroy {
         this.logger.warn(LOGS.heldTooLong(c.route, maxHoldMs));
         continue;
       }
+      const startedAt = this.observer.now();
       store.renew(c.cacheKey, c.owner, leaseMs).then(
-        (renewed) => renewed || this.logger.warn(LOGS.leaseLost(c.route)),
+        (renewed) => {
+          this.observer.stored('renew', startedAt);
+          if (renewed) return;
+          this.logger.warn(LOGS.leaseLost(c.route));
+          this.observer.emit('lease-lost', { route: c.route, method: c.method, key: c.key });
+        },
         (err: Error) => this.logger.error(LOGS.renewalFailed(c.route, err.message)),
       );
     }

@@ -28,6 +28,9 @@ function sqlState(err: unknown): string {
   return typeof code === 'string' ? code : '';
 }
 
+const unavailable = (): IdempotencyException =>
+  new IdempotencyException(503, MESSAGES.unavailable, RETRY_AFTER, 'store-unavailable');
+
 const reason = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
 /** `response`, unless the claim's lease ends first: the transaction must not wait for ever. One timer, transactional requests only. */
@@ -60,6 +63,7 @@ export class TransactionRunner {
 
   run(claim: ActiveClaim, response: object, next: CallHandler): Observable<unknown> {
     const { transactions, store } = this.service.options;
+    const { observer } = this.service;
     const raw = rawResponse(response);
     const adapter = isFastifyReply(response) ? 'fastify' : 'express';
     const before = currentHeaders(response);
@@ -70,6 +74,7 @@ export class TransactionRunner {
       let finished = false; // the handler completed or failed
       let detached = false; // the chain around it was torn down, or answered, first
       let completed = false; // the completion ran: a failure now is COMMIT's
+      let committed = 0; // the status of the record COMMIT stored
       let handlerError: { error: unknown } | undefined;
       let last: unknown;
       let status = 0;
@@ -141,6 +146,7 @@ export class TransactionRunner {
         if (detached) deliver(rendered());
         else subscriber.complete();
         const record = await beforeLeaseEnds(final, claim);
+        const startedAt = observer.now();
         const done = await store.completeIn!(
           sql,
           claim.cacheKey,
@@ -148,14 +154,16 @@ export class TransactionRunner {
           { fingerprint: claim.fingerprint, response: record },
           claim.ttlMs,
         );
+        claim.storeMs += observer.stored('commit', startedAt);
         if (!done) throw new LeaseLost();
         completed = true;
+        committed = record.status;
       };
 
       const outcome: Promise<StoredResponse | undefined> = transactions!
         .run(work)
         .then(
-          () => undefined,
+          () => void this.service.outcome(claim, 'executed', committed),
           (err: unknown) => this.failed(claim, err, { started, completed, handlerError }),
         )
         .then((instead) => {
@@ -165,9 +173,9 @@ export class TransactionRunner {
           } else if (!started) {
             detached = true; // no handler ran: nothing to wait for once the error is out
             recording.abandon();
-            const unavailable = new IdempotencyException(503, MESSAGES.unavailable, RETRY_AFTER, 'store-unavailable');
-            answer(response, unavailable, this.service.options);
-            subscriber.error(unavailable);
+            const answered = unavailable();
+            answer(response, answered, this.service.options);
+            subscriber.error(answered);
           }
           return instead;
         });
@@ -197,32 +205,30 @@ export class TransactionRunner {
     if (!state.started) {
       // No transaction, so no handler: BEGIN failed.
       this.logger.error(LOGS.beginFailed(claim.route, reason(err)));
-      await this.service.release(claim);
+      await this.service.release(claim, 'store-unavailable', unavailable());
       return undefined;
     }
     if (err instanceof LeaseLost) {
       // Not ours any more: the request that took the key over answers retries.
       this.logger.warn(LOGS.transactionLost(claim.route));
-      return errorResponse(
-        new IdempotencyException(
-          409,
-          MESSAGES.transactionTimedOut(this.service.options.headerName),
-          RETRY_AFTER,
-          'transaction-timed-out',
-        ),
-        this.service.options,
+      const timedOut = new IdempotencyException(
+        409,
+        MESSAGES.transactionTimedOut(this.service.options.headerName),
+        RETRY_AFTER,
+        'transaction-timed-out',
       );
+      this.service.outcome(claim, 'not-stored', timedOut);
+      return errorResponse(timedOut, this.service.options);
     }
+    const notCommitted = new IdempotencyException(503, MESSAGES.notCommitted, RETRY_AFTER, 'not-committed');
     if (state.completed && !ROLLED_BACK.has(sqlState(err))) {
       // COMMIT was sent and may have landed: releasing could let a retry run the handler twice.
       this.logger.error(LOGS.commitUnknown(claim.route, reason(err)));
+      this.service.outcome(claim, 'not-stored', notCommitted);
     } else {
       this.logger.error(LOGS.transactionRolledBack(claim.route, reason(err)));
-      await this.service.release(claim);
+      await this.service.release(claim, 'released', notCommitted);
     }
-    return errorResponse(
-      new IdempotencyException(503, MESSAGES.notCommitted, RETRY_AFTER, 'not-committed'),
-      this.service.options,
-    );
+    return errorResponse(notCommitted, this.service.options);
   }
 }

@@ -15,4 +15,8 @@ export interface ActiveClaim {
   readonly leaseMs: number;
   /** When the key was claimed (epoch ms): renewal stops `maxHoldMs` after it. */
   readonly claimedAt: number;
+  /** The request's HTTP method, for events. */
+  readonly method: string;
+  /** Time spent waiting for the store so far, in ms; counted only while something observes outcomes. */
+  storeMs: number;
 }

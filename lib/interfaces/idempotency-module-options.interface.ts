@@ -1,5 +1,6 @@
 import type { FactoryProvider, ModuleMetadata, Provider, Type } from '@nestjs/common';
 import type { IdempotencyErrorBody } from './idempotency-error.interface.js';
+import type { IdempotencyEventsOption } from './idempotency-event.interface.js';
 import type { IdempotencyStore } from './idempotency-store.interface.js';
 import type { IdempotencyTransactions } from './idempotency-transactions.interface.js';
 import type { ErrorFormat, FingerprintMode, MissingHeaderPolicy, ReplayFlag } from './idempotent-options.interface.js';
@@ -68,6 +69,20 @@ export interface IdempotencyModuleOptions {
    * `true`; nothing is loaded without `@nestjs/swagger`. See the README, "OpenAPI".
    */
   openApi?: boolean;
+  /**
+   * Called with the outcome of every decorated request (`executed`, `replayed`, `conflict`, …) and
+   * with `lease-lost` and `evicted`: a function, or an injectable class with
+   * `onIdempotencyEvent(event)` (built by the container, so it can inject). Called after the response
+   * decision, never awaited; what it throws is logged. Events carry a SHA-256 of the key, never the
+   * key or the body. See the README, "Operations".
+   */
+  events?: IdempotencyEventsOption;
+  /**
+   * With `@opentelemetry/api` installed, count outcomes (`idempotency.requests`), time store calls
+   * (`idempotency.store.duration`) and set `idempotency.outcome` on the active span. Default `true`;
+   * nothing is loaded without the package, and without an SDK registered the API does nothing.
+   */
+  openTelemetry?: boolean;
   /** How a replay is marked. Default `'header'`; see {@link ReplayFlag}. */
   replayFlag?: ReplayFlag;
   /**

@@ -1,4 +1,5 @@
 import type { IdempotencyErrorBody } from './idempotency-error.interface.js';
+import type { IdempotencyEventsOption } from './idempotency-event.interface.js';
 import type { IdempotencyStore } from './idempotency-store.interface.js';
 import type { IdempotencyTransactions } from './idempotency-transactions.interface.js';
 import type { ErrorFormat, FingerprintMode, MissingHeaderPolicy, ReplayFlag } from './idempotent-options.interface.js';
@@ -26,6 +27,8 @@ export interface ResolvedIdempotencyOptions {
   readonly errorBody: IdempotencyErrorBody | undefined;
   readonly echoKeyHeader: boolean;
   readonly openApi: boolean;
+  readonly events: IdempotencyEventsOption | undefined;
+  readonly openTelemetry: boolean;
   readonly replayFlag: ReplayFlag;
   /** Lower case; `false` when replays carry no header (`replayFlag: 'body'` or `replayedHeader: false`). */
   readonly replayedHeader: string | false;

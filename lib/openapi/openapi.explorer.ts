@@ -3,6 +3,7 @@ import type { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { NEST_HTTP_CODE_METADATA, NEST_METHOD_METADATA } from '../idempotency.constants.js';
 import { LOGS } from '../idempotency.messages.js';
 import { findIdempotentHandlers } from '../idempotent-handlers.finder.js';
+import { importOptional } from '../utils/optional-peer.util.js';
 import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
 import type { RouteOptionsAccessor } from '../route-options.accessor.js';
 import { type RouteDoc, routeDoc } from './openapi.fragments.js';
@@ -38,19 +39,11 @@ const originals = new WeakMap<object, Original>();
  * `@nestjs/swagger` when it is installed; `undefined` when it is not. A copy that fails to load
  * for another reason is logged and left alone: documentation is not worth failing the start.
  */
-export async function loadSwagger(
+export function loadSwagger(
   logger: Logger,
   load: () => Promise<SwaggerApi> = () => import('@nestjs/swagger'),
 ): Promise<SwaggerApi | undefined> {
-  try {
-    return await load();
-  } catch (err) {
-    const reason = err instanceof Error ? err.message : String(err);
-    // Quoted, as Node names the package it cannot find: a dependency of Swagger's missing is a failure.
-    if ((err as { code?: unknown }).code === 'ERR_MODULE_NOT_FOUND' && reason.includes("'@nestjs/swagger'")) return undefined;
-    logger.warn(LOGS.swaggerFailed(reason));
-    return undefined;
-  }
+  return importOptional('@nestjs/swagger', load, (reason) => logger.warn(LOGS.swaggerFailed(reason)));
 }
 
 /**

@@ -1,5 +1,6 @@
 import { CONFIG_ERRORS } from '../idempotency.messages.js';
 import { DEFAULT_PROBLEM_TYPE_BASE_URL } from '../idempotency.constants.js';
+import type { IdempotencyEventsOption } from '../interfaces/idempotency-event.interface.js';
 import type {
   ErrorFormat,
   FingerprintMode,
@@ -112,6 +113,11 @@ export function replayFlag(where: string, value: unknown): ReplayFlag {
 export function errorBodyOption(where: string, value: unknown): IdempotencyErrorBody | undefined {
   if (value !== undefined && typeof value !== 'function') fail(where, CONFIG_ERRORS.errorBody);
   return value as IdempotencyErrorBody | undefined;
+}
+
+export function eventsOption(where: string, value: unknown): IdempotencyEventsOption | undefined {
+  if (value !== undefined && typeof value !== 'function') fail(where, CONFIG_ERRORS.events);
+  return value as IdempotencyEventsOption | undefined;
 }
 
 export function booleanOption(where: string, name: string, value: unknown, fallback: boolean): boolean {

@@ -12,6 +12,8 @@ export function activeClaim(over: Partial<ActiveClaim> = {}): ActiveClaim {
     route: 'Pay.create',
     leaseMs: 60_000,
     claimedAt: Date.now(),
+    method: 'POST',
+    storeMs: 0,
     ...over,
   };
 }

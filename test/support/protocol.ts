@@ -1,6 +1,7 @@
 import { afterEach } from '@jest/globals';
 import type { ModuleRef } from '@nestjs/core';
 import { type IdempotencyModuleOptions, IdempotencyInterceptor, IdempotencyService, InMemoryCache } from '../../lib/index.js';
+import { IdempotencyObserver } from '../../lib/events/idempotency.observer.js';
 import { IdentityResolverLoader } from '../../lib/identity-resolver.loader.js';
 import { LeaseRenewer } from '../../lib/lease.renewer.js';
 import { resolveModuleOptions } from '../../lib/options/module-options.resolver.js';
@@ -19,13 +20,15 @@ export function createProtocol(options: IdempotencyModuleOptions = {}, moduleRef
   const store = new ScriptedStore();
   const resolved = resolveModuleOptions({ cache: store, ...options }, () => new InMemoryCache());
   const identities = new IdentityResolverLoader(moduleRef as ModuleRef);
-  const service = new IdempotencyService(resolved, identities);
+  // Not initialised: nothing observes outcomes until a test awaits observer.onModuleInit().
+  const observer = new IdempotencyObserver(resolved, moduleRef as ModuleRef);
+  const service = new IdempotencyService(resolved, identities, observer);
   const routes = new RouteOptionsAccessor(resolved);
-  const leases = new LeaseRenewer(resolved);
+  const leases = new LeaseRenewer(resolved, observer);
   renewers.add(leases);
   const transactions = new TransactionRunner(service);
   const interceptor = new IdempotencyInterceptor(service, routes, leases, transactions);
-  return { store, options: resolved, identities, service, routes, leases, interceptor };
+  return { store, options: resolved, identities, observer, service, routes, leases, interceptor };
 }
 
 /** Stops every lease timer {@link createProtocol} started; call it inside a describe. */

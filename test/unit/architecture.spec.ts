@@ -20,7 +20,9 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
     'idempotency.messages.ts',
     'route-options.accessor.ts',
     'idempotent-handlers.finder.ts',
+    'utils',
   ],
+  events: ['events', 'interfaces', 'utils', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   decorators: ['idempotency.constants.ts', 'interfaces', 'http', 'idempotency.interceptor.ts', 'idempotency.filter.ts'],
 };
 

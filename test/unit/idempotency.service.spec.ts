@@ -93,6 +93,8 @@ describe('IdempotencyService.begin: the key', () => {
       route: 'Pay.create',
       leaseMs: 900,
       claimedAt: expect.any(Number),
+      method: 'POST',
+      storeMs: 0,
     });
     expect(Math.abs(claim.claimedAt - Date.now())).toBeLessThan(1000);
     expect(store.calls).toEqual([['claim', 'idem:%:k-1', { owner: claim.owner, fingerprint, leaseMs: 900 }]]);

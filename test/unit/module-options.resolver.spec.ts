@@ -32,6 +32,8 @@ describe('resolveModuleOptions', () => {
       errorBody: undefined,
       echoKeyHeader: false,
       openApi: true,
+      events: undefined,
+      openTelemetry: true,
       replayFlag: 'header',
       replayedHeader: 'idempotent-replayed',
       identity: undefined,
@@ -45,6 +47,7 @@ describe('resolveModuleOptions', () => {
     const cache = store();
     const identity = () => 'scope';
     const errorBody = () => ({});
+    const onEvent = () => undefined;
     const transactions: IdempotencyTransactions = { run: (work) => work({ query: () => Promise.resolve([]) }) };
     expect(
       resolveModuleOptions({
@@ -63,6 +66,8 @@ describe('resolveModuleOptions', () => {
         errorBody,
         echoKeyHeader: true,
         openApi: false,
+        events: onEvent,
+        openTelemetry: false,
         replayFlag: 'header-and-body',
         replayedHeader: 'X-Replayed',
         identity,
@@ -85,6 +90,8 @@ describe('resolveModuleOptions', () => {
       errorBody,
       echoKeyHeader: true,
       openApi: false,
+      events: onEvent,
+      openTelemetry: false,
       replayFlag: 'header-and-body',
       replayedHeader: 'x-replayed',
       identity,
@@ -155,7 +162,7 @@ describe('resolveModuleOptions', () => {
 
   it('refuses an unknown option, naming the one it most likely meant', () => {
     const valid =
-      'valid: cache, ttlMs, leaseMs, maxHoldMs, headerName, keyPrefix, maxKeyLength, maxScopeLength, missingHeader, fingerprint, errorFormat, problemTypeBaseUrl, errorBody, echoKeyHeader, openApi, replayFlag, replayedHeader, identity';
+      'valid: cache, ttlMs, leaseMs, maxHoldMs, headerName, keyPrefix, maxKeyLength, maxScopeLength, missingHeader, fingerprint, errorFormat, problemTypeBaseUrl, errorBody, echoKeyHeader, openApi, events, openTelemetry, replayFlag, replayedHeader, identity';
     expect(() => resolveModuleOptions({ store: store() } as never)).toThrow(
       err(`unknown option "store" (did you mean cache?); ${valid}`),
     );
@@ -262,6 +269,12 @@ describe('resolveModuleOptions', () => {
     }
     expect(resolveModuleOptions({ echoKeyHeader: false }).echoKeyHeader).toBe(false);
     expect(() => resolveModuleOptions({ openApi: 'no' as never })).toThrow(err('openApi must be true or false, got no'));
+    expect(() => resolveModuleOptions({ openTelemetry: 1 as never })).toThrow(err('openTelemetry must be true or false, got 1'));
+    for (const events of [{ onIdempotencyEvent() {} }, 'log', null]) {
+      expect(() => resolveModuleOptions({ events: events as never })).toThrow(
+        err('events must be a function (event) => void or an injectable class with onIdempotencyEvent(event)'),
+      );
+    }
   });
 
   it('takes each documented replayFlag as given', () => {
