@@ -19,6 +19,7 @@ export const MESSAGES = {
   unreadBody:
     "request body is read by no body parser, so it cannot be checked against the key; register a parser for its media type (e.g. app.useBodyParser('text'))",
   unavailable: 'idempotency store unavailable; retry shortly',
+  unreadable: 'the stored response for this key cannot be read at the moment; retry shortly',
   noScope: 'the caller scope of this request could not be resolved',
   /** 409 on a transactional route whose fixed lease ran out: its writes were rolled back. */
   transactionTimedOut: (header: string) =>
@@ -45,6 +46,7 @@ export const PROBLEM_TITLES: Readonly<Record<IdempotencyErrorCode, string>> = {
   'store-unavailable': 'Idempotency store is unavailable',
   'transaction-timed-out': 'Transaction timed out',
   'not-committed': 'Request was not committed',
+  'record-unreadable': 'Stored response cannot be read',
 };
 
 /**
@@ -80,6 +82,7 @@ export const LOGS = {
   fingerprintUnverifiable: (route: string, tag: string) =>
     `${route}: the key's stored fingerprint was made by another fingerprint setting (${tag}), which cannot be recomputed here; taking the request as the same one (a replay or 409, never a second run)`,
   claimFailed: (route: string, reason: string) => `${route}: claim failed, answering 503: ${reason}`,
+  unreadable: (route: string, reason: string) => `${route}: answering 503: ${reason}`,
   takenOver: (route: string) => `${route}: response not stored: the claim had expired and the key was taken over`,
   commitFailed: (route: string, reason: string) => `${route}: response not stored, the claim expires with its lease: ${reason}`,
   releaseFailed: (route: string, reason: string) => `${route}: claim not released, it expires with its lease: ${reason}`,
@@ -135,12 +138,18 @@ export const STORE_ERRORS = {
   noRows:
     'the transactions executor returned neither rows nor a result with rows; pass clsTransactions() a query function that does',
   leaseOver: 'the transaction timeout passed before the response was complete',
+  newerFormat: (format: number, known: number) =>
+    `the key's record is in format ${format}, written by a newer release (this one reads up to ${known}); it is neither replayed nor run again until the deploy is complete`,
 } as const;
 
 /** Errors that stop the application at startup: a misconfiguration is never left for run time. */
 export const CONFIG_ERRORS = {
   notAnObject: 'options must be an object',
   notAStore: (method: string) => `cache must implement IdempotencyStore (missing ${method}())`,
+  noAdmin: (store: string, method: string) =>
+    `IdempotencyAdmin needs the store's ${method}(), which ${store} does not implement (see IdempotencyStore)`,
+  adminKey: 'IdempotencyAdmin: the key must be a non-empty string, as the client sent it',
+  adminScope: 'IdempotencyAdmin: scope must be a non-empty string, as the identity resolver returns it',
   headerName: 'headerName must be a valid HTTP header name',
   keyPrefix: 'keyPrefix must be a string without control characters or spaces',
   integer: (name: string, min: number, max: number, got: unknown) =>

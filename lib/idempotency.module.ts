@@ -8,6 +8,7 @@ import {
   type Provider,
 } from '@nestjs/common';
 import { DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core';
+import { IdempotencyAdmin } from './idempotency.admin.js';
 import { IdempotencyObserver } from './events/idempotency.observer.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
 import { IdempotencyExplorer } from './idempotency.explorer.js';
@@ -66,6 +67,7 @@ const openApiExplorer: Provider = {
 };
 
 const PROVIDERS = [
+  IdempotencyAdmin,
   IdempotencyObserver,
   IdempotencyService,
   RouteOptionsAccessor,
@@ -81,6 +83,7 @@ const PROVIDERS = [
 // injects is exported: every module shares the one route cache and the one lease timer.
 const EXPORTS = [
   IDEMPOTENCY_MODULE_OPTIONS,
+  IdempotencyAdmin,
   IdempotencyObserver,
   IdempotencyService,
   RouteOptionsAccessor,

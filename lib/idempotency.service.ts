@@ -31,6 +31,7 @@ const OUTCOMES: Partial<Record<IdempotencyErrorCode, IdempotencyOutcome>> = {
   'key-in-flight': 'conflict',
   'key-reused': 'mismatch',
   'store-unavailable': 'store-unavailable',
+  'record-unreadable': 'store-unavailable',
 };
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
@@ -162,6 +163,10 @@ export class IdempotencyService {
         )
           throw new IdempotencyException(422, MESSAGES.reused(headerName), NO_HEADERS, 'key-reused');
         throw new IdempotentReplay(outcome.record.response);
+      case 'unreadable':
+        // It may record a charge: neither replayed (unreadable) nor run again; the deploy or an operator ends it.
+        this.logger.error(LOGS.unreadable(route.id, outcome.reason));
+        throw new IdempotencyException(503, MESSAGES.unreadable, RETRY_AFTER, 'record-unreadable');
     }
   }
 

@@ -8,6 +8,7 @@ export { IdempotencyInterceptor } from './idempotency.interceptor.js';
 export { IdempotencyExceptionFilter } from './idempotency.filter.js';
 export { IdempotencyService } from './idempotency.service.js';
 export { IdempotencyException } from './exceptions/idempotency.exception.js';
+export { IdempotencyAdmin } from './idempotency.admin.js';
 
 // Options
 export type {
@@ -37,6 +38,11 @@ export type {
   IdempotencyOutcome,
 } from './interfaces/idempotency-event.interface.js';
 export type {
+  IdempotencyInspectOptions,
+  IdempotencyKeyInfo,
+  IdempotencyKeyTarget,
+} from './interfaces/idempotency-key-info.interface.js';
+export type {
   IdempotencyIdentity,
   IdempotencyIdentityResolver,
   IdentityFunction,
@@ -61,6 +67,8 @@ export type {
   IdempotencyClaim,
   IdempotencyRecord,
   IdempotencyStore,
+  HeldEntry,
+  PeekedEntry,
 } from './interfaces/idempotency-store.interface.js';
 export type { StoredResponse } from './interfaces/stored-response.interface.js';
 export type { IdempotencyTransactions, SqlExecutor } from './interfaces/idempotency-transactions.interface.js';

@@ -13,7 +13,8 @@ export type IdempotencyErrorCode =
   | 'scope-unresolved'
   | 'store-unavailable'
   | 'transaction-timed-out'
-  | 'not-committed';
+  | 'not-committed'
+  | 'record-unreadable';
 
 /** What `errorBody` is given to build an error body from. */
 export interface IdempotencyErrorInfo {

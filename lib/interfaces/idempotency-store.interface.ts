@@ -24,7 +24,18 @@ export type ClaimOutcome =
   /** Another request holds the key and has not finished. */
   | { readonly state: 'in-flight'; readonly fingerprint: string }
   /** A request with this key finished; its record is returned. */
-  | { readonly state: 'completed'; readonly record: IdempotencyRecord };
+  | { readonly state: 'completed'; readonly record: IdempotencyRecord }
+  /**
+   * A request with this key finished, but its record cannot be read here: it was written in a newer
+   * format (a rolling deploy is under way). The key is neither replayed nor taken over.
+   */
+  | { readonly state: 'unreadable'; readonly reason: string };
+
+/** What a key holds: a claim or a record (readable or not). */
+export type HeldEntry = Exclude<ClaimOutcome, { state: 'claimed' }>;
+
+/** What {@link IdempotencyStore.peek} finds under a key: its claim or record, and when that expires (epoch ms). */
+export type PeekedEntry = HeldEntry & { readonly expiresAt: number };
 
 /**
  * The store contract the interceptor relies on. Every method is one atomic step (one round trip
@@ -48,6 +59,16 @@ export interface IdempotencyStore {
   release(key: string, owner: string): Promise<boolean>;
   /** Extends the caller's claim to `leaseMs` from now. */
   renew(key: string, owner: string, leaseMs: number): Promise<boolean>;
+  /**
+   * What the key holds, read without changing it (no claim, no touch): for inspection by an operator
+   * (`IdempotencyAdmin`), never on the request path. `undefined` when it holds nothing live of ours.
+   */
+  peek?(key: string): Promise<PeekedEntry | undefined>;
+  /**
+   * Deletes what the key holds, claim or record, whoever owns it: not fenced, for an operator who frees
+   * a stuck key (`IdempotencyAdmin`), never on the request path. `true` when something live was deleted.
+   */
+  forget?(key: string): Promise<boolean>;
   /**
    * {@link commit}, as a statement on `sql`: the connection of the caller's own transaction, so the
    * record commits with the handler's writes or not at all. Only stores with it serve

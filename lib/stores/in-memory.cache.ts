@@ -5,10 +5,12 @@ import type {
   IdempotencyClaim,
   IdempotencyRecord,
   IdempotencyStore,
+  HeldEntry,
+  PeekedEntry,
 } from '../interfaces/idempotency-store.interface.js';
 import { BoundedLru, type Entry, GUARANTEED, PINNED, PLAIN_KIND, READ } from './bounded-lru.js';
 import type { InMemoryCacheOptions } from './in-memory-cache.options.js';
-import { decodeRecord, encodeRecord } from './store-value.codec.js';
+import { encodeRecord, readRecord } from './store-value.codec.js';
 
 /** Entry kinds besides the plain values of `set` (see {@link PLAIN_KIND}). */
 const CLAIM_KIND = 1;
@@ -43,8 +45,7 @@ export class InMemoryCache extends BoundedLru implements IdempotencyStore {
     const e = this.live(key);
     if (e && e.kind !== PLAIN_KIND) {
       this.touch(e);
-      if (e.kind === RECORD_KIND) return { state: 'completed', record: decodeRecord(Buffer.from(e.value as string, 'latin1')) };
-      return { state: 'in-flight', fingerprint: (e.value as Claim).fingerprint };
+      return this.outcomeOf(e);
     }
     if (e) {
       // Not written by the idempotency layer: no claim or record of ours, so the key is free.
@@ -84,7 +85,24 @@ export class InMemoryCache extends BoundedLru implements IdempotencyStore {
     return true;
   }
 
+  async peek(key: string): Promise<PeekedEntry | undefined> {
+    const e = this.live(key);
+    return e && e.kind !== PLAIN_KIND ? { ...this.outcomeOf(e), expiresAt: e.expiresAt } : undefined;
+  }
+
+  async forget(key: string): Promise<boolean> {
+    const e = this.live(key);
+    if (!e || e.kind === PLAIN_KIND) return false;
+    this.drop(e);
+    return true;
+  }
+
   async close(): Promise<void> {}
+
+  private outcomeOf(e: Entry): HeldEntry {
+    if (e.kind === RECORD_KIND) return readRecord(Buffer.from(e.value as string, 'latin1'));
+    return { state: 'in-flight', fingerprint: (e.value as Claim).fingerprint };
+  }
 
   private ownClaim(key: string, owner: string): Entry | undefined {
     const e = this.live(key);

@@ -6,6 +6,7 @@ import type {
   IdempotencyClaim,
   IdempotencyRecord,
   IdempotencyStore,
+  PeekedEntry,
 } from '../interfaces/idempotency-store.interface.js';
 import type { SqlExecutor } from '../interfaces/idempotency-transactions.interface.js';
 import { fail, integerIn, refuseUnknownKeys, sqlIdentifier } from '../options/option.validators.js';
@@ -20,7 +21,8 @@ import { postgresSchemaSql, type PostgresNames } from './postgres.schema.js';
 import { DEFAULT_SWEEP_INTERVAL_MS, DEFAULT_TABLE_NAME, SWEEP_BATCH, SWEEP_BATCHES } from './sql-store.options.js';
 import { LazyConnection } from './lazy.connection.js';
 import { SqlSweeper } from './sql.sweeper.js';
-import { decodeRecord, encodeRecord } from './store-value.codec.js';
+import { held, type HeldRow } from './sql.rows.js';
+import { encodeRecord } from './store-value.codec.js';
 
 const OPTION_KEYS = [
   'connectionString',
@@ -32,15 +34,8 @@ const OPTION_KEYS = [
   'statementTimeoutMs',
   'poolSize',
 ] as const;
-/** `state` of a row: a claim whose handler runs, or a record. */
-const PROCESSING = 0;
 
-interface ClaimRow {
-  claimed: boolean;
-  state: number | null;
-  fingerprint: string | null;
-  record: Buffer | null;
-}
+type ClaimRow = { claimed: true } | ({ claimed: false } & HeldRow);
 
 /**
  * An {@link IdempotencyStore} on PostgreSQL (node-postgres 8), shared by every pod: one LOGGED table,
@@ -96,8 +91,20 @@ export class PostgresStore implements IdempotencyStore {
       claim.leaseMs,
     ])) as unknown as ClaimRow[];
     if (row.claimed) return { state: 'claimed' };
-    if (row.state === PROCESSING) return { state: 'in-flight', fingerprint: row.fingerprint! };
-    return { state: 'completed', record: decodeRecord(row.record!) };
+    return held(row as HeldRow);
+  }
+
+  async peek(key: string): Promise<PeekedEntry | undefined> {
+    const [row] = (await this.run(
+      `SELECT state, fingerprint, record, (extract(epoch FROM expires_at) * 1000)::float8 AS expires_at
+       FROM ${this.qualified()} WHERE key = $1 AND expires_at > clock_timestamp()`,
+      [key],
+    )) as unknown as (HeldRow & { expires_at: number })[];
+    return row && { ...held(row), expiresAt: Math.round(row.expires_at) };
+  }
+
+  async forget(key: string): Promise<boolean> {
+    return this.fenced(`DELETE FROM ${this.qualified()} WHERE key = $1 AND expires_at > clock_timestamp()`, [key]);
   }
 
   /** The same statement as {@link completeIn}, on the store's own pool: one round trip either way. */

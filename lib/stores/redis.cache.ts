@@ -8,6 +8,7 @@ import type {
   IdempotencyClaim,
   IdempotencyRecord,
   IdempotencyStore,
+  PeekedEntry,
 } from '../interfaces/idempotency-store.interface.js';
 import { decodeEntry, encodeClaim, encodeRecord, ownerPrefix } from './store-value.codec.js';
 import { RedisCacheOptions, type RedisClientLike } from './redis-cache.options.js';
@@ -77,6 +78,19 @@ export class RedisCache implements IdempotencyStore {
   async renew(key: string, owner: string, leaseMs: number): Promise<boolean> {
     const client = await this.client;
     return (await this.bounded(this.batched(client).nestjsIdempotencyRenew(key, ownerPrefix(owner), leaseMs))) === 1;
+  }
+
+  async peek(key: string): Promise<PeekedEntry | undefined> {
+    const client = await this.client;
+    const found = await this.bounded(client.nestjsIdempotencyPeekBuffer(key));
+    const held = found && decodeEntry(found[0]);
+    // PTTL is -1 for a key without expiry: none of ours, but a hand-written one may be.
+    return held && held.state !== 'claimed' ? { ...held, expiresAt: found[1] < 0 ? Infinity : Date.now() + found[1] } : undefined;
+  }
+
+  async forget(key: string): Promise<boolean> {
+    const client = await this.client;
+    return (await this.bounded(client.nestjsIdempotencyForget(key))) === 1;
   }
 
   private foreign(): void {

@@ -33,6 +33,12 @@ return 0`,
   nestjsIdempotencyRenew: `${OWNS}
 if owns then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return 0`,
+  // For an operator: the value and its remaining ms in one read; a key of another type is not ours.
+  nestjsIdempotencyPeek: `
+local v = redis.pcall('GET', KEYS[1])
+if not v or (type(v) == 'table' and v.err) then return false end
+return {v, redis.call('PTTL', KEYS[1])}`,
+  nestjsIdempotencyForget: `return redis.call('DEL', KEYS[1])`,
 } as const;
 
 export interface ScriptedClient extends RedisClientLike {
@@ -41,4 +47,6 @@ export interface ScriptedClient extends RedisClientLike {
   nestjsIdempotencyCommit(key: string, owner: string, record: Buffer, ttlMs: number): Promise<number>;
   nestjsIdempotencyRelease(key: string, owner: string): Promise<number>;
   nestjsIdempotencyRenew(key: string, owner: string, leaseMs: number): Promise<number>;
+  nestjsIdempotencyPeekBuffer(key: string): Promise<[Buffer, number] | null>;
+  nestjsIdempotencyForget(key: string): Promise<number>;
 }

@@ -6,6 +6,7 @@ import type {
   IdempotencyClaim,
   IdempotencyRecord,
   IdempotencyStore,
+  PeekedEntry,
 } from '../interfaces/idempotency-store.interface.js';
 import { fail, integerIn, refuseUnknownKeys, sqlIdentifier } from '../options/option.validators.js';
 import { DEFAULT_SWEEP_INTERVAL_MS, DEFAULT_TABLE_NAME, SWEEP_BATCH, SWEEP_BATCHES } from './sql-store.options.js';
@@ -18,22 +19,18 @@ import {
   type SqliteStoreOptions,
 } from './sqlite-store.options.js';
 import { sqliteSchemaSql } from './sqlite.schema.js';
-import { decodeRecord, encodeRecord } from './store-value.codec.js';
+import { held, type HeldRow } from './sql.rows.js';
+import { encodeRecord } from './store-value.codec.js';
 
 const OPTION_KEYS = ['filename', 'database', 'tableName', 'createSchema', 'sweepIntervalMs', 'busyTimeoutMs', 'now'] as const;
-const PROCESSING = 0;
-
-interface HeldRow {
-  state: number;
-  fingerprint: string;
-  record: Buffer | null;
-}
 
 interface Statements {
   commit: SqliteStatementLike;
   release: SqliteStatementLike;
   renew: SqliteStatementLike;
   sweep: SqliteStatementLike;
+  peek: SqliteStatementLike;
+  forget: SqliteStatementLike;
   claim: (key: string, claim: IdempotencyClaim, now: number) => HeldRow | undefined;
 }
 
@@ -74,10 +71,17 @@ export class SqliteStore implements IdempotencyStore {
   }
 
   async claim(key: string, claim: IdempotencyClaim): Promise<ClaimOutcome> {
-    const held = (await this.statements()).claim(key, claim, this.now());
-    if (!held) return { state: 'claimed' };
-    if (held.state === PROCESSING) return { state: 'in-flight', fingerprint: held.fingerprint };
-    return { state: 'completed', record: decodeRecord(held.record!) };
+    const row = (await this.statements()).claim(key, claim, this.now());
+    return row ? held(row) : { state: 'claimed' };
+  }
+
+  async peek(key: string): Promise<PeekedEntry | undefined> {
+    const row = (await this.statements()).peek.get(key, this.now()) as (HeldRow & { expires_at: number }) | undefined;
+    return row && { ...held(row), expiresAt: row.expires_at };
+  }
+
+  async forget(key: string): Promise<boolean> {
+    return (await this.statements()).forget.run(key, this.now()).changes === 1;
   }
 
   async commit(key: string, owner: string, record: IdempotencyRecord, ttlMs: number): Promise<boolean> {
@@ -126,7 +130,7 @@ export class SqliteStore implements IdempotencyStore {
     db.pragma(`busy_timeout = ${this.busyTimeoutMs}`);
     if (this.options.createSchema !== false) db.exec(this.schemaSql());
     const t = `"${this.table}"`;
-    const live = db.prepare(`SELECT state, fingerprint, record FROM ${t} WHERE key = ? AND expires_at > ?`);
+    const live = db.prepare(`SELECT state, fingerprint, record, expires_at FROM ${t} WHERE key = ? AND expires_at > ?`);
     // Inserts, or takes over an expired row in place; RETURNING yields a row only when it did.
     const takeOrInsert = db.prepare(
       `INSERT INTO ${t} (key, fingerprint, state, owner, expires_at, record) VALUES (?, ?, 0, ?, ?, NULL)
@@ -145,6 +149,8 @@ export class SqliteStore implements IdempotencyStore {
       commit: db.prepare(`UPDATE ${t} SET state = 1, owner = NULL, record = ?, expires_at = ? WHERE ${mine}`),
       release: db.prepare(`DELETE FROM ${t} WHERE ${mine}`),
       renew: db.prepare(`UPDATE ${t} SET expires_at = ? WHERE ${mine}`),
+      peek: live,
+      forget: db.prepare(`DELETE FROM ${t} WHERE key = ? AND expires_at > ?`),
       sweep: db.prepare(
         `DELETE FROM ${t} WHERE key IN (SELECT key FROM ${t} WHERE expires_at <= ? ORDER BY expires_at LIMIT ${SWEEP_BATCH})`,
       ),

@@ -1,9 +1,19 @@
-import type { ClaimOutcome, IdempotencyRecord } from '../interfaces/idempotency-store.interface.js';
+import type { ClaimOutcome, HeldEntry, IdempotencyRecord } from '../interfaces/idempotency-store.interface.js';
 import type { StoredResponse } from '../interfaces/stored-response.interface.js';
+import { STORE_ERRORS } from '../idempotency.messages.js';
 
 const CLAIM_TAG = 0x43; // 'C'
 const RECORD_TAG = 0x52; // 'R'
+const VERSIONED_TAG = 0x56; // 'V'
 const NL = 0x0a;
+/**
+ * The record format this release writes, tagged 'R'. A later format is written as "V<n>\n…": a pod
+ * that does not know it refuses the key (503) instead of taking a value it cannot read for a foreign
+ * one and running the handler again.
+ */
+export const RECORD_FORMAT = 1;
+/** The most digits a format number is read with. */
+const MAX_FORMAT_DIGITS = 9;
 
 // One flat value per key, for Redis and for InMemoryCache alike (one Buffer costs far less memory
 // than the objects of a record): "C<owner>\n<fingerprint>" for a claim and
@@ -57,6 +67,31 @@ function checkedRecord(value: Buffer): IdempotencyRecord | undefined {
   return Number.isInteger(status) && status >= 100 && status <= 599 && headersOk ? record : undefined;
 }
 
+/** The format number of a "V<n>\n…" value, or `undefined` when the value is not one. */
+function formatOf(value: Buffer): number | undefined {
+  if (value[0] !== VERSIONED_TAG) return undefined;
+  const nl = value.indexOf(NL);
+  if (nl < 2 || nl > MAX_FORMAT_DIGITS + 1) return undefined;
+  const digits = value.toString('latin1', 1, nl);
+  return /^[1-9][0-9]*$/.test(digits) ? Number(digits) : undefined;
+}
+
+/** A value of a newer record format than this release writes, as what it means to a claimant; else `undefined`. */
+function newerFormat(value: Buffer): HeldEntry | undefined {
+  const format = formatOf(value);
+  return format !== undefined && format > RECORD_FORMAT
+    ? { state: 'unreadable', reason: STORE_ERRORS.newerFormat(format, RECORD_FORMAT) }
+    : undefined;
+}
+
+/**
+ * A record value as the SQL stores and InMemoryCache keep it (they know it is a record): completed,
+ * or unreadable when a newer release wrote it.
+ */
+export function readRecord(value: Buffer): HeldEntry {
+  return newerFormat(value) ?? { state: 'completed', record: decodeRecord(value) };
+}
+
 /**
  * What a stored value means to a claimant, or `undefined` for a value this codec did not write
  * (another application's, or a damaged one): the key then holds nothing of ours.
@@ -66,7 +101,7 @@ export function decodeEntry(value: Buffer): ClaimOutcome | undefined {
     const nl = value.indexOf(NL);
     return nl > 1 ? { state: 'in-flight', fingerprint: value.toString('latin1', nl + 1) } : undefined;
   }
-  if (value[0] !== RECORD_TAG) return undefined;
+  if (value[0] !== RECORD_TAG) return newerFormat(value);
   const record = checkedRecord(value);
   return record && { state: 'completed', record };
 }

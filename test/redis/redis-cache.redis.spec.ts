@@ -20,10 +20,15 @@ describeRedis('RedisCache on a standalone redis-server', () => {
     await server?.stop();
   });
 
-  storeContract('RedisCache (URL client)', async () => {
-    cache = new RedisCache(RedisCacheOptions.create().withUrl(server.url));
-    return cache;
-  });
+  storeContract(
+    'RedisCache (URL client)',
+    async () => {
+      cache = new RedisCache(RedisCacheOptions.create().withUrl(server.url));
+      return cache;
+    },
+    undefined,
+    async (_, key, value, ttlMs) => void server.cli('SET', key, value.toString('latin1'), 'PX', String(ttlMs)),
+  );
 
   it('keeps a record for ttlMs to the millisecond (PX, not seconds)', async () => {
     await cache.claim('idem:px', { owner: 'o', fingerprint: 'f', leaseMs: 1234 });
@@ -332,10 +337,15 @@ describeCluster('RedisCache on a 3-master Redis Cluster', () => {
     client?.disconnect();
     await cluster?.stop();
   });
-  storeContract('RedisCache (Cluster client)', async () => {
-    client = new Cluster(cluster.nodes.map((n) => ({ host: '127.0.0.1', port: n.port })));
-    return new RedisCache(RedisCacheOptions.create().withClient(client));
-  });
+  storeContract(
+    'RedisCache (Cluster client)',
+    async () => {
+      client = new Cluster(cluster.nodes.map((n) => ({ host: '127.0.0.1', port: n.port })));
+      return new RedisCache(RedisCacheOptions.create().withClient(client));
+    },
+    undefined,
+    async (_, key, value, ttlMs) => void (await client.set(key, value, 'PX', ttlMs)),
+  );
 
   it('spreads keys over the masters', async () => {
     const cache = new RedisCache(RedisCacheOptions.create().withClient(client));

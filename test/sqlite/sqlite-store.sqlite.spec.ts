@@ -25,7 +25,18 @@ storeContract('SqliteStore (file)', async () => {
   return s;
 });
 storeContract('SqliteStore (:memory:)', async () => store({ filename: ':memory:' }));
-storeContract('SqliteStore (the application database)', async () => store({ database: new Database(join(dir, 'app.db')) }));
+const appDb = new Database(join(dir, 'app.db'));
+storeContract(
+  'SqliteStore (the application database)',
+  async () => store({ database: appDb }),
+  undefined,
+  async (_, key, value, ttlMs) =>
+    void appDb
+      .prepare(
+        `INSERT INTO idempotency_records (key, fingerprint, state, owner, expires_at, record) VALUES (?, 'fp-future', 1, NULL, ?, ?)`,
+      )
+      .run(key, Date.now() + ttlMs, value),
+);
 
 const claim = (owner: string, leaseMs = 1000) => ({ owner, fingerprint: 'fp', leaseMs });
 

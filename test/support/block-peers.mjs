@@ -4,7 +4,8 @@
 import { register } from 'node:module';
 
 const blocked = (
-  process.env.BLOCK_PEERS ?? 'ioredis,pg,better-sqlite3,nestjs-cls,@nestjs-cls/transactional,typeorm,@nestjs/swagger'
+  process.env.BLOCK_PEERS ??
+  'ioredis,pg,better-sqlite3,nestjs-cls,@nestjs-cls/transactional,typeorm,@nestjs/swagger,@opentelemetry/api,@nestjs/terminus'
 )
   .split(',')
   .filter(Boolean);

@@ -21,6 +21,8 @@ export function storeContract(
   name: string,
   open: () => Promise<IdempotencyStore>,
   close: () => Promise<void> = async () => {},
+  /** Writes `value` as the record under `key` the way the store keeps records, bypassing the codec (a newer release's). */
+  plant?: (store: IdempotencyStore, key: string, value: Buffer, ttlMs: number) => Promise<void>,
 ): void {
   describe(`store contract: ${name}`, () => {
     let store: IdempotencyStore;
@@ -30,6 +32,44 @@ export function storeContract(
     afterAll(close);
     const key = () => `idem:contract:${randomUUID()}`;
     const claim = (owner: string, fingerprint = 'fp-1', leaseMs = 5000) => ({ owner, fingerprint, leaseMs });
+
+    it('peek reads a claim and a record with their expiry and changes nothing; forget deletes either, unfenced', async () => {
+      const k = key();
+      expect(await store.peek!(k)).toBeUndefined();
+      expect(await store.forget!(k)).toBe(false);
+      await store.claim(k, claim('a', 'fp-p', 4000));
+      const inFlight = await store.peek!(k);
+      expect(inFlight).toEqual({ state: 'in-flight', fingerprint: 'fp-p', expiresAt: expect.any(Number) });
+      expect(Math.abs(inFlight!.expiresAt - (Date.now() + 4000))).toBeLessThan(1500);
+      expect(await store.claim(k, claim('b'))).toEqual({ state: 'in-flight', fingerprint: 'fp-p' });
+      expect(await store.commit(k, 'a', sampleRecord('fp-p'), 9000)).toBe(true);
+      const done = await store.peek!(k);
+      expect(done?.state).toBe('completed');
+      expect(Math.abs(done!.expiresAt - (Date.now() + 9000))).toBeLessThan(1500);
+      if (done?.state !== 'completed') return;
+      expect(done.record.response.status).toBe(402);
+      expect(Buffer.compare(done.record.response.body, sampleRecord('x').response.body)).toBe(0);
+      expect(await store.forget!(k)).toBe(true);
+      expect(await store.peek!(k)).toBeUndefined();
+      expect(await store.claim(k, claim('c'))).toEqual({ state: 'claimed' });
+      // A claim forgotten under its running handler: that handler can no longer commit or renew.
+      expect(await store.forget!(k)).toBe(true);
+      expect(await store.commit(k, 'c', sampleRecord('fp-1'), 5000)).toBe(false);
+      expect(await store.renew(k, 'c', 5000)).toBe(false);
+    });
+
+    // Only where the suite can write a raw value the way the store keeps records.
+    if (plant)
+      it('a record in a newer format is unreadable: never replayed, never taken over, forgettable', async () => {
+        const k = key();
+        await plant!(store, k, Buffer.from('V9\nfp-future\n{"sealed":true}'), 5000);
+        const outcome = await store.claim(k, claim('a'));
+        expect(outcome).toEqual({ state: 'unreadable', reason: expect.stringContaining('format 9') });
+        expect(await store.claim(k, claim('b'))).toEqual(outcome);
+        expect(await store.peek!(k)).toEqual({ ...outcome, expiresAt: expect.any(Number) });
+        expect(await store.forget!(k)).toBe(true);
+        expect(await store.claim(k, claim('c'))).toEqual({ state: 'claimed' });
+      });
 
     it('claims a free key exactly once; others see it in flight with its fingerprint', async () => {
       const k = key();

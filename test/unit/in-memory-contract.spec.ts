@@ -1,4 +1,17 @@
 import { InMemoryCache } from '../../lib/index.js';
+import { GUARANTEED } from '../../lib/stores/bounded-lru.js';
 import { storeContract } from '../support/store-contract.js';
 
-storeContract('InMemoryCache', async () => new InMemoryCache());
+/** The entry kind InMemoryCache gives records (in-memory.cache.ts). */
+const RECORD_KIND = 2;
+
+storeContract(
+  'InMemoryCache',
+  async () => new InMemoryCache(),
+  undefined,
+  async (store, key, value, ttlMs) => {
+    // As commit() keeps a record: its bytes as a one-byte string in a guaranteed entry.
+    const insert = (store as unknown as { insert: (...args: unknown[]) => unknown }).insert.bind(store);
+    insert(key, value.toString('latin1'), RECORD_KIND, Date.now() + ttlMs, GUARANTEED);
+  },
+);

@@ -1,0 +1,69 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
+import { CONFIG_ERRORS } from './idempotency.messages.js';
+import type {
+  IdempotencyInspectOptions,
+  IdempotencyKeyInfo,
+  IdempotencyKeyTarget,
+} from './interfaces/idempotency-key-info.interface.js';
+import type { IdempotencyStore } from './interfaces/idempotency-store.interface.js';
+import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
+import { cacheKey, escapeScope, UNSCOPED } from './utils/key.util.js';
+
+/**
+ * For support tools and runbooks: looks at a key, or forgets it so that the next request with it runs
+ * the handler again. Through the store's `peek` and `forget`, never on the request path. Forgetting
+ * a key whose handler still runs lets a retry run it a second time: inspect first.
+ */
+@Injectable()
+export class IdempotencyAdmin {
+  constructor(@Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions) {}
+
+  /** What the key holds, or `undefined` when nothing live: state, expiry, status and headers; the body only when asked. */
+  async inspect(key: string, options: IdempotencyInspectOptions = {}): Promise<IdempotencyKeyInfo | undefined> {
+    const entry = await this.store('peek').peek!(this.cacheKey(key, options));
+    if (!entry) return undefined;
+    const info = {
+      state: entry.state,
+      expiresAt: entry.expiresAt,
+      fingerprint: undefined,
+      status: undefined,
+      headers: undefined,
+      body: undefined,
+      reason: undefined,
+    };
+    switch (entry.state) {
+      case 'in-flight':
+        return { ...info, fingerprint: entry.fingerprint };
+      case 'completed': {
+        const { fingerprint, response } = entry.record;
+        return {
+          ...info,
+          fingerprint,
+          status: response.status,
+          headers: response.headers,
+          body: options.body ? response.body : undefined,
+        };
+      }
+      case 'unreadable':
+        return { ...info, reason: entry.reason };
+    }
+  }
+
+  /** Deletes the key's claim or record; `true` when there was one. */
+  async forget(key: string, options: IdempotencyKeyTarget = {}): Promise<boolean> {
+    return this.store('forget').forget!(this.cacheKey(key, options));
+  }
+
+  private store(method: 'peek' | 'forget'): IdempotencyStore {
+    const { store } = this.options;
+    if (typeof store[method] !== 'function') throw new Error(CONFIG_ERRORS.noAdmin(store.constructor.name, method));
+    return store;
+  }
+
+  private cacheKey(key: string, { scope }: IdempotencyKeyTarget): string {
+    if (typeof key !== 'string' || key === '') throw new Error(CONFIG_ERRORS.adminKey);
+    if (scope !== undefined && (typeof scope !== 'string' || scope === '')) throw new Error(CONFIG_ERRORS.adminScope);
+    return cacheKey(this.options.keyPrefix, scope === undefined ? UNSCOPED : escapeScope(scope), key);
+  }
+}

@@ -1,0 +1,32 @@
+/** Where a key lives: the identity scope it was claimed under, if the route has one. */
+export interface IdempotencyKeyTarget {
+  /**
+   * The scope as the route's identity resolver returns it (e.g. the account id). Leave it out for
+   * routes without `identity`. Keys are not per route: one key under one scope serves every route.
+   */
+  readonly scope?: string;
+}
+
+/** Options of `IdempotencyAdmin.inspect()`. */
+export interface IdempotencyInspectOptions extends IdempotencyKeyTarget {
+  /** Include the stored body (it may hold personal or card data). Default `false`. */
+  readonly body?: boolean;
+}
+
+/** What `IdempotencyAdmin.inspect()` tells of a key. */
+export interface IdempotencyKeyInfo {
+  /** `in-flight`: claimed, its handler running; `completed`: a stored response; `unreadable`: written by a newer release. */
+  readonly state: 'in-flight' | 'completed' | 'unreadable';
+  /** When the claim's lease or the record's ttl ends (epoch ms, by the store's clock). */
+  readonly expiresAt: number;
+  /** The request fingerprint (a hash) the key is bound to; `undefined` when unreadable. */
+  readonly fingerprint: string | undefined;
+  /** The stored response's status; `undefined` unless completed. */
+  readonly status: number | undefined;
+  /** The stored response's headers; `undefined` unless completed. */
+  readonly headers: Readonly<Record<string, string | readonly string[]>> | undefined;
+  /** The stored body, only when asked for with `{ body: true }`. */
+  readonly body: Buffer | undefined;
+  /** Why an unreadable record cannot be read. */
+  readonly reason: string | undefined;
+}
