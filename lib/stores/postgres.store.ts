@@ -91,7 +91,7 @@ export class PostgresStore implements IdempotencyStore {
       claim.leaseMs,
     ])) as unknown as ClaimRow[];
     if (row.claimed) return { state: 'claimed' };
-    return held(row as HeldRow);
+    return held(row);
   }
 
   async peek(key: string): Promise<PeekedEntry | undefined> {

@@ -62,7 +62,7 @@ export function storeContract(
     if (plant)
       it('a record in a newer format is unreadable: never replayed, never taken over, forgettable', async () => {
         const k = key();
-        await plant!(store, k, Buffer.from('V9\nfp-future\n{"sealed":true}'), 5000);
+        await plant(store, k, Buffer.from('V9\nfp-future\n{"sealed":true}'), 5000);
         const outcome = await store.claim(k, claim('a'));
         expect(outcome).toEqual({ state: 'unreadable', reason: expect.stringContaining('format 9') });
         expect(await store.claim(k, claim('b'))).toEqual(outcome);
