@@ -138,6 +138,8 @@ export const STORE_ERRORS = {
   noRows:
     'the transactions executor returned neither rows nor a result with rows; pass clsTransactions() a query function that does',
   leaseOver: 'the transaction timeout passed before the response was complete',
+  noPing: (store: string) => `${store} has no ping(), so its health cannot be checked (see IdempotencyStore)`,
+  pingTimeout: (ms: number) => `the idempotency store did not answer within ${ms} ms`,
   newerFormat: (format: number, known: number) =>
     `the key's record is in format ${format}, written by a newer release (this one reads up to ${known}); it is neither replayed nor run again until the deploy is complete`,
 } as const;

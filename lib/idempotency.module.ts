@@ -9,6 +9,7 @@ import {
 } from '@nestjs/common';
 import { DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { IdempotencyAdmin } from './idempotency.admin.js';
+import { IdempotencyHealthIndicator } from './health/idempotency.health-indicator.js';
 import { IdempotencyObserver } from './events/idempotency.observer.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
 import { IdempotencyExplorer } from './idempotency.explorer.js';
@@ -68,6 +69,7 @@ const openApiExplorer: Provider = {
 
 const PROVIDERS = [
   IdempotencyAdmin,
+  IdempotencyHealthIndicator,
   IdempotencyObserver,
   IdempotencyService,
   RouteOptionsAccessor,
@@ -84,6 +86,7 @@ const PROVIDERS = [
 const EXPORTS = [
   IDEMPOTENCY_MODULE_OPTIONS,
   IdempotencyAdmin,
+  IdempotencyHealthIndicator,
   IdempotencyObserver,
   IdempotencyService,
   RouteOptionsAccessor,

@@ -9,6 +9,8 @@ export { IdempotencyExceptionFilter } from './idempotency.filter.js';
 export { IdempotencyService } from './idempotency.service.js';
 export { IdempotencyException } from './exceptions/idempotency.exception.js';
 export { IdempotencyAdmin } from './idempotency.admin.js';
+export { IdempotencyHealthIndicator, DEFAULT_HEALTH_TIMEOUT_MS } from './health/idempotency.health-indicator.js';
+export type { IdempotencyHealthOptions, IdempotencyHealthResult } from './health/idempotency.health-indicator.js';
 
 // Options
 export type {

@@ -60,6 +60,11 @@ export interface IdempotencyStore {
   /** Extends the caller's claim to `leaseMs` from now. */
   renew(key: string, owner: string, leaseMs: number): Promise<boolean>;
   /**
+   * Resolves when the store answers a trivial request (PING, `SELECT 1`), rejects with its error
+   * otherwise: what `IdempotencyHealthIndicator` asks. Cheap, and never touches a key.
+   */
+  ping?(): Promise<void>;
+  /**
    * What the key holds, read without changing it (no claim, no touch): for inspection by an operator
    * (`IdempotencyAdmin`), never on the request path. `undefined` when it holds nothing live of ours.
    */

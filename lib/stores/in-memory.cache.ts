@@ -85,6 +85,9 @@ export class InMemoryCache extends BoundedLru implements IdempotencyStore {
     return true;
   }
 
+  /** Always answers: the store is this process's memory. */
+  async ping(): Promise<void> {}
+
   async peek(key: string): Promise<PeekedEntry | undefined> {
     const e = this.live(key);
     return e && e.kind !== PLAIN_KIND ? { ...this.outcomeOf(e), expiresAt: e.expiresAt } : undefined;

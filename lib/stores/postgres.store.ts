@@ -94,6 +94,10 @@ export class PostgresStore implements IdempotencyStore {
     return held(row);
   }
 
+  async ping(): Promise<void> {
+    await this.run('SELECT 1', []);
+  }
+
   async peek(key: string): Promise<PeekedEntry | undefined> {
     const [row] = (await this.run(
       `SELECT state, fingerprint, record, (extract(epoch FROM expires_at) * 1000)::float8 AS expires_at

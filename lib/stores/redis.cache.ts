@@ -16,6 +16,9 @@ import { SCRIPTS, type ScriptedClient } from './redis.scripts.js';
 
 class RedisTimeoutError extends Error {}
 
+/** Routes a Cluster's PING; never read or written. */
+const PING_KEY = 'nestjs-idempotency:ping';
+
 /**
  * An {@link IdempotencyStore} on Redis (ioredis 6, standalone or Cluster), shared by every pod.
  * A first request costs two commands (claim, commit), a replay or a conflict one.
@@ -78,6 +81,12 @@ export class RedisCache implements IdempotencyStore {
   async renew(key: string, owner: string, leaseMs: number): Promise<boolean> {
     const client = await this.client;
     return (await this.bounded(this.batched(client).nestjsIdempotencyRenew(key, ownerPrefix(owner), leaseMs))) === 1;
+  }
+
+  /** PING, bounded by `commandTimeoutMs`, through the scripts: the check also proves they load. */
+  async ping(): Promise<void> {
+    const client = await this.client;
+    await this.bounded(client.nestjsIdempotencyPing(PING_KEY));
   }
 
   async peek(key: string): Promise<PeekedEntry | undefined> {

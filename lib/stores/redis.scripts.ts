@@ -39,6 +39,8 @@ local v = redis.pcall('GET', KEYS[1])
 if not v or (type(v) == 'table' and v.err) then return false end
 return {v, redis.call('PTTL', KEYS[1])}`,
   nestjsIdempotencyForget: `return redis.call('DEL', KEYS[1])`,
+  // Touches no key: KEYS[1] only routes it (a Cluster answers from that key's master).
+  nestjsIdempotencyPing: `return redis.call('PING')`,
 } as const;
 
 export interface ScriptedClient extends RedisClientLike {
@@ -49,4 +51,5 @@ export interface ScriptedClient extends RedisClientLike {
   nestjsIdempotencyRenew(key: string, owner: string, leaseMs: number): Promise<number>;
   nestjsIdempotencyPeekBuffer(key: string): Promise<[Buffer, number] | null>;
   nestjsIdempotencyForget(key: string): Promise<number>;
+  nestjsIdempotencyPing(key: string): Promise<string>;
 }

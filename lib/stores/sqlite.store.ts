@@ -75,6 +75,11 @@ export class SqliteStore implements IdempotencyStore {
     return row ? held(row) : { state: 'claimed' };
   }
 
+  /** A read of the table: fails when the file is gone, locked past the busy timeout or not ours. */
+  async ping(): Promise<void> {
+    (await this.statements()).peek.get('', this.now());
+  }
+
   async peek(key: string): Promise<PeekedEntry | undefined> {
     const row = (await this.statements()).peek.get(key, this.now()) as (HeldRow & { expires_at: number }) | undefined;
     return row && { ...held(row), expiresAt: row.expires_at };

@@ -21,6 +21,9 @@ const PEERS = [
   { name: '@nestjs-cls/transactional', loaders: [] },
   { name: 'typeorm', loaders: [] },
   { name: '@nestjs/swagger', loaders: ['openapi/openapi.explorer.js'] },
+  { name: '@opentelemetry/api', loaders: ['events/telemetry.js'] },
+  // The health indicator returns Terminus's result shape: it never loads Terminus.
+  { name: '@nestjs/terminus', loaders: [] },
 ];
 
 function jsFiles(dir: string): string[] {
@@ -37,7 +40,7 @@ function run(script: string, env: NodeJS.ProcessEnv = {}): string {
   });
 }
 
-describe('ioredis, pg, better-sqlite3, nestjs-cls, TypeORM and @nestjs/swagger are optional', () => {
+describe('ioredis, pg, better-sqlite3, nestjs-cls, TypeORM, @nestjs/swagger, @opentelemetry/api and @nestjs/terminus are optional', () => {
   it.each(PEERS)('only $loaders name $name, and load it on demand', ({ name, loaders }) => {
     const all = jsFiles('dist');
     expect(all.length).toBeGreaterThan(10);
@@ -61,14 +64,15 @@ describe('ioredis, pg, better-sqlite3, nestjs-cls, TypeORM and @nestjs/swagger a
     const out = run(`
       import 'reflect-metadata';
       import { NestFactory } from '@nestjs/core';
-      import { IdempotencyModule, IdempotencyService, InMemoryCache } from './dist/index.js';
+      import { IdempotencyHealthIndicator, IdempotencyModule, IdempotencyService, InMemoryCache } from './dist/index.js';
       const app = await NestFactory.createApplicationContext(IdempotencyModule.forRoot(), { logger: false });
       const service = app.get(IdempotencyService);
       const claim = await service.options.store.claim('k', { owner: 'o', fingerprint: 'f', leaseMs: 1000 });
-      console.log(service.options.store instanceof InMemoryCache, claim.state);
+      const health = await app.get(IdempotencyHealthIndicator).isHealthy('idempotency');
+      console.log(service.options.store instanceof InMemoryCache, claim.state, health.idempotency.status);
       await app.close();
     `);
-    expect(out.trim()).toBe('true claimed');
+    expect(out.trim()).toBe('true claimed up');
   });
 
   it('a store whose peer is missing fails the start with the package named', () => {
@@ -84,15 +88,25 @@ describe('ioredis, pg, better-sqlite3, nestjs-cls, TypeORM and @nestjs/swagger a
   });
 
   it.each([
-    ['not installed', { BLOCK_PEERS: '@nestjs/swagger' }, []],
+    ['@nestjs/swagger', 'not installed', { BLOCK_PEERS: '@nestjs/swagger' }, []],
     [
+      '@nestjs/swagger',
       'installed but failing to load',
       { BLOCK_PEERS: '', BREAK_PEERS: '@nestjs/swagger' },
       [
         'WARN @nestjs/swagger is installed but could not be loaded, so @Idempotent() routes are not documented in OpenAPI: @nestjs/swagger is broken (by the test)',
       ],
     ],
-  ])('with @nestjs/swagger %s, an application with @Idempotent() routes starts and serves them', (_name, env, warnings) => {
+    ['@opentelemetry/api', 'not installed', { BLOCK_PEERS: '@opentelemetry/api' }, []],
+    [
+      '@opentelemetry/api',
+      'installed but failing to load',
+      { BLOCK_PEERS: '', BREAK_PEERS: '@opentelemetry/api' },
+      [
+        'WARN @opentelemetry/api is installed but could not be loaded, so no idempotency metrics or span attributes are recorded: @opentelemetry/api is broken (by the test)',
+      ],
+    ],
+  ])('with %s %s, an application with @Idempotent() routes starts and serves them', (_peer, _name, env, warnings) => {
     const out = run(
       `
       import 'reflect-metadata';

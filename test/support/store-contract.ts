@@ -33,6 +33,10 @@ export function storeContract(
     const key = () => `idem:contract:${randomUUID()}`;
     const claim = (owner: string, fingerprint = 'fp-1', leaseMs = 5000) => ({ owner, fingerprint, leaseMs });
 
+    it('ping answers without touching a key', async () => {
+      await expect(store.ping!()).resolves.toBeUndefined();
+    });
+
     it('peek reads a claim and a record with their expiry and changes nothing; forget deletes either, unfenced', async () => {
       const k = key();
       expect(await store.peek!(k)).toBeUndefined();

@@ -22,6 +22,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
     'idempotent-handlers.finder.ts',
     'utils',
   ],
+  health: ['interfaces', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   events: ['events', 'interfaces', 'utils', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   decorators: ['idempotency.constants.ts', 'interfaces', 'http', 'idempotency.interceptor.ts', 'idempotency.filter.ts'],
 };

@@ -1,0 +1,52 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { IDEMPOTENCY_MODULE_OPTIONS } from '../idempotency.constants.js';
+import { STORE_ERRORS } from '../idempotency.messages.js';
+import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
+
+/** How long a store may take to answer the health check by default, in ms. */
+export const DEFAULT_HEALTH_TIMEOUT_MS = 1000;
+
+/** Options of {@link IdempotencyHealthIndicator.isHealthy}. */
+export interface IdempotencyHealthOptions {
+  /** How long the store may take to answer, in ms; slower is down. Default 1000. */
+  timeoutMs?: number;
+}
+
+/** The store's state under the indicator's key, in `@nestjs/terminus`'s `HealthIndicatorResult` shape. */
+export type IdempotencyHealthResult<Key extends string = string> = Record<
+  Key,
+  { status: 'up'; store: string; latencyMs: number } | { status: 'down'; store: string; message: string }
+>;
+
+/**
+ * A health indicator for `@nestjs/terminus`: up when the idempotency store answers a ping within the
+ * timeout, down with the store's error sentence otherwise (a down store means every `@Idempotent()`
+ * request gets 503). It returns Terminus's result shape and imports nothing of Terminus, so it costs
+ * nothing where Terminus is not installed: `health.check([() => idempotency.isHealthy('idempotency')])`.
+ */
+@Injectable()
+export class IdempotencyHealthIndicator {
+  constructor(@Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions) {}
+
+  async isHealthy<Key extends string>(key: Key, options: IdempotencyHealthOptions = {}): Promise<IdempotencyHealthResult<Key>> {
+    const { store } = this.options;
+    const name = store.constructor.name;
+    const timeoutMs = options.timeoutMs ?? DEFAULT_HEALTH_TIMEOUT_MS;
+    const startedAt = performance.now();
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      if (typeof store.ping !== 'function') throw new Error(STORE_ERRORS.noPing(name));
+      const late = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(STORE_ERRORS.pingTimeout(timeoutMs))), timeoutMs);
+      });
+      await Promise.race([store.ping(), late]);
+      const latencyMs = Math.round((performance.now() - startedAt) * 100) / 100;
+      return { [key]: { status: 'up', store: name, latencyMs } } as IdempotencyHealthResult<Key>;
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      return { [key]: { status: 'down', store: name, message } } as IdempotencyHealthResult<Key>;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
