@@ -18,10 +18,15 @@ const DURATION_S = Number(process.env.BENCH_DURATION ?? 8);
 const CONNECTIONS = 50;
 // `noop` is the floor under any interceptor: Nest's interceptor pipeline with one that does nothing.
 // `fastify-*` run the same module on the Fastify adapter; their ratios are to `fastify-noop`.
+// `memory` has @opentelemetry/api installed and no SDK registered (what most apps have); `memory-quiet`
+// turns OpenTelemetry off (nothing observes: the path before issue 14); `memory-events` has only an
+// events listener that does nothing.
 const ALL_VARIANTS = [
   'bare',
   'noop',
   'memory',
+  'memory-quiet',
+  'memory-events',
   'sqlite',
   'redis',
   'postgres',
@@ -380,6 +385,20 @@ function report(
     targets.push([`${name}: server CPU/response vs noop`, ...atMost(cpu, ratio(v, w, 'cpuPerResponseUs'))]);
   for (const [name, v, w, , rps] of cells4) {
     if (!Number.isNaN(rps)) targets.push([`${name}: req/s vs noop`, ...atLeast(rps, ratio(v, w, 'rps'))]);
+  }
+  // Observing outcomes: within noise of the quiet path (the machine's noise here is a few per cent).
+  for (const [name, v] of has('memory-quiet')
+    ? ([
+        ['OpenTelemetry API, no SDK', 'memory'],
+        ['events listener (does nothing)', 'memory-events'],
+      ] as const)
+    : []) {
+    for (const w of WORKLOADS) {
+      targets.push([
+        `${name} \`${w}\`: CPU/response vs memory-quiet`,
+        ...atMost(1.05, ratio(v, w, 'cpuPerResponseUs', 'memory-quiet')),
+      ]);
+    }
   }
   targets.push(
     [

@@ -109,6 +109,10 @@ function imports() {
     const cache = new PostgresStore({ pool, tableName: 'idempotency_tx' });
     return [IdempotencyModule.forRoot({ cache, transactions: new PgTransactions(pool) })];
   }
+  if (variant === 'memory-quiet') return [IdempotencyModule.forRoot({ cache: store(), openTelemetry: false })];
+  if (variant === 'memory-events') {
+    return [IdempotencyModule.forRoot({ cache: store(), openTelemetry: false, events: () => undefined })];
+  }
   return [IdempotencyModule.forRoot({ cache: store() })];
 }
 

@@ -27,6 +27,11 @@ export interface OutcomeFacts {
   readonly key?: string;
 }
 
+/** The key as the client sent it, from a store key: prefix, escaped scope (it holds no `:`), `:`, key. */
+function clientKey(storeKey: string, prefix: string): string {
+  return storeKey.slice(storeKey.indexOf(':', prefix.length) + 1);
+}
+
 /** Listener calls still running past this many are not started: the events are dropped (and counted). */
 const MAX_PENDING = 1000;
 /** A failing or overloaded listener is reported at most once per this many ms. */
@@ -77,6 +82,8 @@ export class IdempotencyObserver implements OnModuleInit {
       this.listener = events;
     }
     this.enabled = this.telemetry !== undefined || this.listener !== undefined;
+    if (this.enabled)
+      this.options.store.watchEvictions?.((key) => this.emit('evicted', { key: clientKey(key, this.options.keyPrefix) }));
   }
 
   /** A start time for {@link stored}; 0 (no clock read) when nothing listens. */

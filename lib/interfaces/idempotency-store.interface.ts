@@ -60,6 +60,11 @@ export interface IdempotencyStore {
   /** Extends the caller's claim to `leaseMs` from now. */
   renew(key: string, owner: string, leaseMs: number): Promise<boolean>;
   /**
+   * Registers the one listener for records the store evicts before their ttl (a bounded store making
+   * room), called with the store key; for the `evicted` event. Stores that never evict leave it out.
+   */
+  watchEvictions?(listener: (key: string) => void): void;
+  /**
    * Resolves when the store answers a trivial request (PING, `SELECT 1`), rejects with its error
    * otherwise: what `IdempotencyHealthIndicator` asks. Cheap, and never touches a key.
    */

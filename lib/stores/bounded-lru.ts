@@ -192,6 +192,9 @@ export class BoundedLru {
     this.entries.delete(e.key);
   }
 
+  /** Called for each live entry evicted to make room (not for expired ones). */
+  protected evicted(_e: Entry): void {}
+
   private groupOf(key: string): Group {
     for (const g of this.quotaGroups) if (key.startsWith(g.prefix)) return g;
     return this.defaultGroup;
@@ -211,6 +214,7 @@ export class BoundedLru {
       }
       if (victim) {
         this.drop(victim);
+        this.evicted(victim);
         return true;
       }
     }

@@ -33,6 +33,8 @@ const logger = new Logger('InMemoryCache');
  * `RedisCache`.
  */
 export class InMemoryCache extends BoundedLru implements IdempotencyStore {
+  private evictionListener: ((key: string) => void) | undefined;
+
   constructor(options: InMemoryCacheOptions = {}) {
     super(options);
     if (process.env.NODE_ENV === 'production' && !productionWarningGiven) {
@@ -83,6 +85,15 @@ export class InMemoryCache extends BoundedLru implements IdempotencyStore {
     if (!e) return false;
     e.expiresAt = this.expiry(leaseMs);
     return true;
+  }
+
+  /** Calls `listener` with the store key of each record evicted to make room before its ttl ended. */
+  watchEvictions(listener: (key: string) => void): void {
+    this.evictionListener = listener;
+  }
+
+  protected override evicted(e: Entry): void {
+    if (e.kind === RECORD_KIND) this.evictionListener?.(e.key);
   }
 
   /** Always answers: the store is this process's memory. */

@@ -170,6 +170,21 @@ describe.each(ADAPTERS)('events listeners on %s', (adapter) => {
     ]);
   });
 
+  it('reports a record InMemoryCache evicts to make room as evicted, with the key hash', async () => {
+    const seen: IdempotencyEvent[] = [];
+    const app = await start(adapter, {
+      imports: [IdempotencyModule.forRoot({ cache: new InMemoryCache({ maxEntries: 2 }), events: (e) => void seen.push(e) })],
+      controllers: [TestController],
+      providers: [Runs, Gate],
+    });
+    const keys = [newKey(), newKey(), newKey()];
+    for (const key of keys) expect((await post(app, key)).status).toBe(201);
+    await until(() => seen.some((e) => e.outcome === 'evicted'));
+    expect(seen.filter((e) => e.outcome === 'evicted')).toEqual([
+      expect.objectContaining({ route: undefined, method: undefined, keyHash: sha256(keys[0]), store: 'InMemoryCache' }),
+    ]);
+  });
+
   it('never waits for a slow listener: responses go out while its promises are unsettled', async () => {
     const unsettled: (() => void)[] = [];
     const app = await start(adapter, {

@@ -1,5 +1,13 @@
 import { describe, expect, it } from '@jest/globals';
-import { decodeEntry, decodeRecord, encodeClaim, encodeRecord, ownerPrefix } from '../../lib/stores/store-value.codec.js';
+import {
+  decodeEntry,
+  decodeRecord,
+  encodeClaim,
+  encodeRecord,
+  ownerPrefix,
+  readRecord,
+  RECORD_FORMAT,
+} from '../../lib/stores/store-value.codec.js';
 import type { IdempotencyRecord } from '../../lib/index.js';
 
 const record: IdempotencyRecord = {
@@ -34,6 +42,22 @@ describe('record codec (the one value per key of both stores)', () => {
     expect(back).toEqual(binary);
     const empty: IdempotencyRecord = { fingerprint: 'y', response: { status: 200, headers: {}, body: Buffer.alloc(0) } };
     expect(decodeRecord(encodeRecord(empty))).toEqual(empty);
+  });
+
+  it('reads a value of a newer format ("V<n>\\n", n > 1) as unreadable, naming it; any other V value is foreign', () => {
+    expect(RECORD_FORMAT).toBe(1);
+    const unreadable = (n: string) => ({
+      state: 'unreadable',
+      reason: `the key's record is in format ${n}, written by a newer release (this one reads up to 1); it is neither replayed nor run again until the deploy is complete`,
+    });
+    expect(decodeEntry(Buffer.from('V2\nanything'))).toEqual(unreadable('2'));
+    expect(decodeEntry(Buffer.from('V123456789\n'))).toEqual(unreadable('123456789'));
+    expect(readRecord(Buffer.from('V10\nx'))).toEqual(unreadable('10'));
+    // Not a newer format: this one's own number, a zero, a sign, too many digits, no newline, nothing.
+    for (const value of ['V1\nx', 'V0\nx', 'V01\nx', 'V-2\nx', 'V2x\n', 'V1234567890\nx', 'V2', 'V\nx']) {
+      expect(decodeEntry(Buffer.from(value))).toBeUndefined();
+    }
+    expect(readRecord(encodeRecord(record))).toEqual({ state: 'completed', record: decodeRecord(encodeRecord(record)) });
   });
 
   it('tells a claim, a record and a foreign value apart', () => {
