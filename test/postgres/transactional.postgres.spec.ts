@@ -19,6 +19,7 @@ import { APP_INTERCEPTOR } from '@nestjs/core';
 import pg from 'pg';
 import { catchError, delay, last, map, mergeMap, type Observable, throwError, timeout, TimeoutError } from 'rxjs';
 import {
+  type IdempotencyEvent,
   IdempotencyKey,
   IdempotencyModule,
   type IdempotencyModuleOptions,
@@ -30,7 +31,7 @@ import { ADAPTERS, type AdapterName, listen, startApp, useApps } from '../suppor
 import { spyOnLogger } from '../support/logger.js';
 import { PgTransactions } from '../support/pg-transactions.js';
 import { PostgresServer, postgresAvailable } from '../support/postgres-server.js';
-import { sleep } from '../support/timing.js';
+import { sleep, until } from '../support/timing.js';
 
 const describePg = postgresAvailable('transactional PostgreSQL suite') ? describe : describe.skip;
 
@@ -216,6 +217,23 @@ describePg('@Idempotent({ transactional: true }) on PostgreSQL', () => {
         error: { type: 'idempotency_error', message: 'idempotency-key was already used for a different request' },
       });
       expect(await rows(key('echo'))).toBe(1);
+    });
+
+    it('events: executed once COMMIT is done (store time includes the completion), replayed, released on a rollback', async () => {
+      const events: IdempotencyEvent[] = [];
+      const { base } = await app(adapter, { events: (e) => void events.push(e) });
+      expect((await charge(base, key('ev'))).status).toBe(201);
+      expect((await charge(base, key('ev'))).status).toBe(201);
+      behaviour.failOnce = true;
+      expect((await charge(base, key('ev-fail'))).status).toBe(400);
+      await until(() => events.length === 3);
+      expect(events.map((e) => [e.outcome, e.status, e.store])).toEqual([
+        ['executed', 201, 'PostgresStore'],
+        ['replayed', 201, 'PostgresStore'],
+        ['released', undefined, 'PostgresStore'],
+      ]);
+      expect(events[0].storeMs).toBeGreaterThan(0);
+      expect(await rows(key('ev-fail'))).toBe(0);
     });
 
     it("the handler's INSERT and the completion are one transaction (one xmin)", async () => {
