@@ -28,6 +28,7 @@ const newKey = (): string => `otel-${Date.now()}-${++seq}`;
 const metricExporter = new InMemoryMetricExporter(AggregationTemporality.DELTA);
 const reader = new PeriodicExportingMetricReader({ exporter: metricExporter, exportIntervalMillis: 3_600_000 });
 const spans = new InMemorySpanExporter();
+const meterProvider = new MeterProvider({ readers: [reader] });
 const tracer = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] });
 
 /** Starts a server span per request and makes it active, as the HTTP instrumentation does. */
@@ -55,13 +56,16 @@ async function collected(): Promise<MetricData[]> {
 // Registered once for the file: a reader belongs to one meter provider.
 beforeAll(() => {
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
-  metrics.setGlobalMeterProvider(new MeterProvider({ readers: [reader] }));
+  metrics.setGlobalMeterProvider(meterProvider);
   trace.setGlobalTracerProvider(tracer);
 });
-afterAll(() => {
+afterAll(async () => {
   metrics.disable();
   trace.disable();
   context.disable();
+  // Stops the reader's export timer and the span processor.
+  await meterProvider.shutdown();
+  await tracer.shutdown();
 });
 
 describe.each(ADAPTERS)('OpenTelemetry on %s', (adapter) => {
