@@ -54,7 +54,7 @@ export class IdempotencyObserver implements OnModuleInit {
   private readonly logger = new Logger('Idempotency');
   private telemetry: Telemetry | undefined;
   private listener: Listener | undefined;
-  private queue: IdempotencyEvent[] = [];
+  private queue: { outcome: IdempotencyOutcome; facts: OutcomeFacts; at: number }[] = [];
   private pending = 0;
   private dropped = 0;
   private reportedAt = -Infinity;
@@ -110,29 +110,30 @@ export class IdempotencyObserver implements OnModuleInit {
     this.telemetry?.outcome(outcome, facts.route, facts.method, this.store);
     if (outcome !== 'lease-lost' && outcome !== 'evicted') this.telemetry?.mark(outcome);
     if (!this.listener) return;
-    const event: IdempotencyEvent = {
-      outcome,
-      route: facts.route,
-      method: facts.method,
-      status: facts.status,
-      code: facts.code,
-      storeMs: facts.storeMs ?? 0,
-      keyHash: facts.key === undefined ? undefined : createHash('sha256').update(facts.key).digest('hex'),
-      store: this.store,
-      at: Date.now(),
-    };
-    if (this.queue.push(event) === 1) setImmediate(() => this.deliver());
+    // The event is built (and the key hashed) when it is delivered, off the request's path.
+    if (this.queue.push({ outcome, facts, at: Date.now() }) === 1) setImmediate(() => this.deliver());
   }
 
   private deliver(): void {
-    const events = this.queue;
+    const queued = this.queue;
     this.queue = [];
-    for (const event of events) {
+    for (const { outcome, facts, at } of queued) {
       if (this.pending >= MAX_PENDING) {
         this.dropped++;
         this.report(LOGS.listenerBehind(MAX_PENDING, this.dropped));
         continue;
       }
+      const event: IdempotencyEvent = {
+        outcome,
+        route: facts.route,
+        method: facts.method,
+        status: facts.status,
+        code: facts.code,
+        storeMs: facts.storeMs ?? 0,
+        keyHash: facts.key === undefined ? undefined : createHash('sha256').update(facts.key).digest('hex'),
+        store: this.store,
+        at,
+      };
       let result: unknown;
       try {
         result = this.listener!(event);

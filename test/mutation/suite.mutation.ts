@@ -15,6 +15,7 @@ import '../unit/idempotency.answers.spec.js';
 import '../unit/idempotency.filter.spec.js';
 import '../unit/idempotency.service.spec.js';
 import '../unit/lease.renewer.spec.js';
+import '../unit/idempotency.observer.spec.js';
 import '../unit/route-options.accessor.spec.js';
 import '../unit/idempotency.interceptor.spec.js';
 import '../unit/idempotency.explorer.spec.js';

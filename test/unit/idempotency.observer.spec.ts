@@ -1,0 +1,68 @@
+import { describe, expect, it } from '@jest/globals';
+import type { ModuleRef } from '@nestjs/core';
+import { createHash } from 'node:crypto';
+import { IdempotencyObserver } from '../../lib/events/idempotency.observer.js';
+import { type IdempotencyEvent, InMemoryCache } from '../../lib/index.js';
+import { resolveModuleOptions } from '../../lib/options/module-options.resolver.js';
+import { spyOnLogger } from '../support/logger.js';
+import { tick } from '../support/timing.js';
+
+async function observer(events?: (event: IdempotencyEvent) => unknown, openTelemetry = false): Promise<IdempotencyObserver> {
+  const options = resolveModuleOptions({ events: events as never, openTelemetry }, () => new InMemoryCache());
+  const made = new IdempotencyObserver(options, {} as ModuleRef);
+  await made.onModuleInit();
+  return made;
+}
+
+describe('IdempotencyObserver', () => {
+  const logs = spyOnLogger();
+
+  it('is off with no listener and OpenTelemetry off: no clock, no event', async () => {
+    const quiet = await observer();
+    expect(quiet.enabled).toBe(false);
+    expect(quiet.now()).toBe(0);
+    expect(quiet.stored('claim', 0)).toBe(0);
+  });
+
+  it('hands events over after the current turn, batched, with the key hashed then', async () => {
+    const seen: IdempotencyEvent[] = [];
+    const watching = await observer((e) => void seen.push(e));
+    expect(watching.enabled).toBe(true);
+    watching.emit('executed', { route: 'A.b', method: 'POST', status: 201, storeMs: 1.5, key: 'k-1' });
+    watching.emit('rejected', { route: 'A.b', method: 'POST', status: 400, code: 'key-missing' });
+    expect(seen).toEqual([]);
+    await tick();
+    expect(seen).toEqual([
+      {
+        outcome: 'executed',
+        route: 'A.b',
+        method: 'POST',
+        status: 201,
+        code: undefined,
+        storeMs: 1.5,
+        keyHash: createHash('sha256').update('k-1').digest('hex'),
+        store: 'InMemoryCache',
+        at: expect.any(Number),
+      },
+      expect.objectContaining({ outcome: 'rejected', code: 'key-missing', storeMs: 0, keyHash: undefined }),
+    ]);
+  });
+
+  it('drops events while 1000 listener calls are unsettled, and says so once', async () => {
+    const settle: (() => void)[] = [];
+    const watching = await observer(() => new Promise<void>((resolve) => void settle.push(resolve)));
+    for (let i = 0; i < 1003; i++) watching.emit('replayed', { route: 'A.b', method: 'POST' });
+    await tick();
+    expect(settle).toHaveLength(1000);
+    expect(logs.errors.mock.calls).toEqual([
+      [
+        'the idempotency events listener has 1000 calls unsettled; events are dropped until they settle (1 so far; logged at most once a minute)',
+      ],
+    ]);
+    for (const resolve of settle.splice(0)) resolve();
+    await tick();
+    watching.emit('replayed', { route: 'A.b', method: 'POST' });
+    await tick();
+    expect(settle).toHaveLength(1);
+  });
+});
