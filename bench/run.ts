@@ -20,13 +20,14 @@ const CONNECTIONS = 50;
 // `fastify-*` run the same module on the Fastify adapter; their ratios are to `fastify-noop`.
 // `memory` has @opentelemetry/api installed and no SDK registered (what most apps have); `memory-quiet`
 // turns OpenTelemetry off (nothing observes: the path before issue 14); `memory-events` has only an
-// events listener that does nothing.
+// events listener that does nothing; `memory-sealed` is `memory-quiet` with `encryption` (AES-256-GCM).
 const ALL_VARIANTS = [
   'bare',
   'noop',
   'memory',
   'memory-quiet',
   'memory-events',
+  'memory-sealed',
   'sqlite',
   'redis',
   'postgres',
@@ -398,6 +399,12 @@ function report(
         `${name} \`${w}\`: CPU/response vs memory-quiet`,
         ...atMost(1.05, ratio(v, w, 'cpuPerResponseUs', 'memory-quiet')),
       ]);
+    }
+  }
+  if (has('memory-sealed') && has('memory-quiet')) {
+    for (const w of WORKLOADS) {
+      const got = ratio('memory-sealed', w, 'cpuPerResponseUs', 'memory-quiet');
+      targets.push([`encryption \`${w}\`: CPU/response vs memory-quiet (reported)`, 'n/a', got.toFixed(2), null]);
     }
   }
   targets.push(

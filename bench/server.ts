@@ -110,6 +110,10 @@ function imports() {
     return [IdempotencyModule.forRoot({ cache, transactions: new PgTransactions(pool) })];
   }
   if (variant === 'memory-quiet') return [IdempotencyModule.forRoot({ cache: store(), openTelemetry: false })];
+  if (variant === 'memory-sealed') {
+    const encryption = { keys: { bench: Buffer.alloc(32, 7) }, current: 'bench' };
+    return [IdempotencyModule.forRoot({ cache: store(), openTelemetry: false, encryption })];
+  }
   if (variant === 'memory-events') {
     return [IdempotencyModule.forRoot({ cache: store(), openTelemetry: false, events: () => undefined })];
   }

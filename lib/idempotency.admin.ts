@@ -1,4 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
+import { ResponseSealer, UnsealableRecord } from './encryption/response.sealer.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
 import { CONFIG_ERRORS } from './idempotency.messages.js';
 import type {
@@ -17,11 +18,15 @@ import { cacheKey, escapeScope, UNSCOPED } from './utils/key.util.js';
  */
 @Injectable()
 export class IdempotencyAdmin {
-  constructor(@Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions) {}
+  constructor(
+    @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+    private readonly sealer: ResponseSealer,
+  ) {}
 
   /** What the key holds, or `undefined` when nothing live: state, expiry, status and headers; the body only when asked. */
   async inspect(key: string, options: IdempotencyInspectOptions = {}): Promise<IdempotencyKeyInfo | undefined> {
-    const entry = await this.store('peek').peek!(this.cacheKey(key, options));
+    const storeKey = this.cacheKey(key, options);
+    const entry = await this.store('peek').peek!(storeKey);
     if (!entry) return undefined;
     const info = {
       state: entry.state,
@@ -36,7 +41,14 @@ export class IdempotencyAdmin {
       case 'in-flight':
         return { ...info, fingerprint: entry.fingerprint };
       case 'completed': {
-        const { fingerprint, response } = entry.record;
+        const { fingerprint } = entry.record;
+        let response;
+        try {
+          response = this.sealer.response(storeKey, entry.record);
+        } catch (err) {
+          if (!(err instanceof UnsealableRecord)) throw err;
+          return { ...info, state: 'unreadable', fingerprint, reason: err.message };
+        }
         return {
           ...info,
           fingerprint,

@@ -140,6 +140,13 @@ export const STORE_ERRORS = {
   leaseOver: 'the transaction timeout passed before the response was complete',
   noPing: (store: string) => `${store} has no ping(), so its health cannot be checked (see IdempotencyStore)`,
   pingTimeout: (ms: number) => `the idempotency store did not answer within ${ms} ms`,
+  unknownKeyId: (id: string) =>
+    `the key's record is sealed with encryption key ${id}, which is not among encryption.keys: restore that key, or forget the record`,
+  notAuthentic: (id: string) =>
+    `the key's record, sealed with encryption key ${id}, failed authentication (altered, or moved from another key): forget the record`,
+  notEncrypted:
+    "the key's record is sealed, but this application has no encryption option: configure its keys, or forget the record",
+  damagedSealed: 'the key holds a sealed record without its fingerprint line (damaged); it is neither replayed nor run again',
   newerFormat: (format: number, known: number) =>
     `the key's record is in format ${format}, written by a newer release (this one reads up to ${known}); it is neither replayed nor run again until the deploy is complete`,
 } as const;
@@ -162,6 +169,11 @@ export const CONFIG_ERRORS = {
   replayFlag: (got: unknown) => `replayFlag must be 'header', 'body' or 'header-and-body', got ${String(got)}`,
   replayedHeader: 'replayedHeader must be a header name (an HTTP token) or false',
   errorBody: 'errorBody must be a function ({ status, code, message }) => body',
+  encryption: 'encryption must be { keys: { <id>: <32-byte Buffer> }, current: <id> }',
+  encryptionKeyId: (id: string) =>
+    `encryption key id ${JSON.stringify(id.slice(0, 70))} must be 1 to 64 characters of A-Z a-z 0-9 . _ -`,
+  encryptionKey: (id: string) => `encryption key ${id} must be 32 bytes (a Buffer or Uint8Array) for AES-256-GCM`,
+  encryptionCurrent: 'encryption.current must be the id of one of encryption.keys',
   events: 'events must be a function (event) => void or an injectable class with onIdempotencyEvent(event)',
   boolean: (name: string, got: unknown) => `${name} must be true or false, got ${String(got)}`,
   fingerprint: (got: unknown) => `fingerprint must be 'canonical', 'raw' or a function (req) => value, got ${String(got)}`,

@@ -8,6 +8,7 @@ import {
   type Provider,
 } from '@nestjs/common';
 import { DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core';
+import { ResponseSealer } from './encryption/response.sealer.js';
 import { IdempotencyAdmin } from './idempotency.admin.js';
 import { IdempotencyHealthIndicator } from './health/idempotency.health-indicator.js';
 import { IdempotencyObserver } from './events/idempotency.observer.js';
@@ -68,6 +69,7 @@ const openApiExplorer: Provider = {
 };
 
 const PROVIDERS = [
+  ResponseSealer,
   IdempotencyAdmin,
   IdempotencyHealthIndicator,
   IdempotencyObserver,
@@ -85,6 +87,7 @@ const PROVIDERS = [
 // injects is exported: every module shares the one route cache and the one lease timer.
 const EXPORTS = [
   IDEMPOTENCY_MODULE_OPTIONS,
+  ResponseSealer,
   IdempotencyAdmin,
   IdempotencyHealthIndicator,
   IdempotencyObserver,

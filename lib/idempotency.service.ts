@@ -5,11 +5,13 @@ import { LOGS, MESSAGES } from './idempotency.messages.js';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
 import { IdempotentReplay } from './exceptions/idempotent-replay.exception.js';
 import { hasUnreadBody, type HttpRequestLike, requestTarget } from './http/request.reader.js';
+import { ResponseSealer, UnsealableRecord } from './encryption/response.sealer.js';
 import { IdempotencyObserver } from './events/idempotency.observer.js';
 import { IdentityResolverLoader } from './identity-resolver.loader.js';
 import type { IdempotencyErrorCode } from './interfaces/idempotency-error.interface.js';
 import type { IdempotencyOutcome } from './interfaces/idempotency-event.interface.js';
 import type { ActiveClaim } from './interfaces/active-claim.interface.js';
+import type { IdempotencyRecord } from './interfaces/idempotency-store.interface.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
 import type { StoredResponse } from './interfaces/stored-response.interface.js';
 import { CANONICAL_TAG, RAW_TAG, tagged, tagOf } from './utils/fingerprint-tag.util.js';
@@ -55,6 +57,7 @@ export class IdempotencyService {
     @Inject(IDEMPOTENCY_MODULE_OPTIONS) readonly options: ResolvedIdempotencyOptions,
     private readonly identities: IdentityResolverLoader,
     readonly observer: IdempotencyObserver,
+    private readonly sealer: ResponseSealer,
   ) {}
 
   /**
@@ -162,12 +165,26 @@ export class IdempotencyService {
           !this.sameRequest(outcome.record.fingerprint, fingerprint, request, route)
         )
           throw new IdempotencyException(422, MESSAGES.reused(headerName), NO_HEADERS, 'key-reused');
-        throw new IdempotentReplay(outcome.record.response);
+        throw new IdempotentReplay(this.replayable(claim.cacheKey, outcome.record, route));
       case 'unreadable':
-        // It may record a charge: neither replayed (unreadable) nor run again; the deploy or an operator ends it.
-        this.logger.error(LOGS.unreadable(route.id, outcome.reason));
-        throw new IdempotencyException(503, MESSAGES.unreadable, RETRY_AFTER, 'record-unreadable');
+        throw this.unreadable(route, outcome.reason);
     }
+  }
+
+  /** The response of a record to replay: opened when sealed; one that cannot be opened is unreadable. */
+  private replayable(storeKey: string, record: IdempotencyRecord, route: ResolvedRouteOptions): StoredResponse {
+    try {
+      return this.sealer.response(storeKey, record);
+    } catch (err) {
+      if (err instanceof UnsealableRecord) throw this.unreadable(route, err.message);
+      throw err;
+    }
+  }
+
+  /** A record that may stand for a charge but cannot be read: neither replayed nor run again; the deploy or an operator ends it. */
+  private unreadable(route: ResolvedRouteOptions, reason: string): IdempotencyException {
+    this.logger.error(LOGS.unreadable(route.id, reason));
+    return new IdempotencyException(503, MESSAGES.unreadable, RETRY_AFTER, 'record-unreadable');
   }
 
   /** Stores the response in place of the claim. Never throws: the client gets its response regardless. */
@@ -175,18 +192,18 @@ export class IdempotencyService {
     const startedAt = this.observer.now();
     let stored = false;
     try {
-      stored = await this.options.store.commit(
-        claim.cacheKey,
-        claim.owner,
-        { fingerprint: claim.fingerprint, response },
-        claim.ttlMs,
-      );
+      stored = await this.options.store.commit(claim.cacheKey, claim.owner, this.recordOf(claim, response), claim.ttlMs);
       if (!stored) this.logger.warn(LOGS.takenOver(claim.route));
     } catch (err) {
       this.logger.error(LOGS.commitFailed(claim.route, (err as Error).message));
     }
     claim.storeMs += this.observer.stored('commit', startedAt);
     this.outcome(claim, stored ? 'executed' : 'not-stored', response.status);
+  }
+
+  /** What is stored for the claim's response: sealed when `encryption` is on. */
+  recordOf(claim: ActiveClaim, response: StoredResponse): IdempotencyRecord {
+    return this.sealer.record(claim.cacheKey, claim.fingerprint, response);
   }
 
   /**

@@ -33,6 +33,7 @@ export type {
   IdempotencyErrorCode,
   IdempotencyErrorInfo,
 } from './interfaces/idempotency-error.interface.js';
+export type { IdempotencyEncryption } from './interfaces/idempotency-encryption.interface.js';
 export type {
   IdempotencyEvent,
   IdempotencyEventListener,

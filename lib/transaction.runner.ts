@@ -147,13 +147,7 @@ export class TransactionRunner {
         else subscriber.complete();
         const record = await beforeLeaseEnds(final, claim);
         const startedAt = observer.now();
-        const done = await store.completeIn!(
-          sql,
-          claim.cacheKey,
-          claim.owner,
-          { fingerprint: claim.fingerprint, response: record },
-          claim.ttlMs,
-        );
+        const done = await store.completeIn!(sql, claim.cacheKey, claim.owner, this.service.recordOf(claim, record), claim.ttlMs);
         claim.storeMs += observer.stored('commit', startedAt);
         if (!done) throw new LeaseLost();
         completed = true;

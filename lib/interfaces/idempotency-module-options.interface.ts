@@ -1,5 +1,6 @@
 import type { FactoryProvider, ModuleMetadata, Provider, Type } from '@nestjs/common';
 import type { IdempotencyErrorBody } from './idempotency-error.interface.js';
+import type { IdempotencyEncryption } from './idempotency-encryption.interface.js';
 import type { IdempotencyEventsOption } from './idempotency-event.interface.js';
 import type { IdempotencyStore } from './idempotency-store.interface.js';
 import type { IdempotencyTransactions } from './idempotency-transactions.interface.js';
@@ -77,6 +78,14 @@ export interface IdempotencyModuleOptions {
    * key or the body. See the README, "Operations".
    */
   events?: IdempotencyEventsOption;
+  /**
+   * Seal every stored response (status, headers, body) with AES-256-GCM before it reaches the store:
+   * `{ keys: { [id]: 32-byte Buffer }, current: id }`. The store keeps the fingerprint (a hash), the
+   * key id and ciphertext, never the response. A record that fails authentication or names a key no
+   * longer listed is answered 503 (never replayed, never run again). Default: off. See the README,
+   * "Encryption at rest".
+   */
+  encryption?: IdempotencyEncryption;
   /**
    * With `@opentelemetry/api` installed, count outcomes (`idempotency.requests`), time store calls
    * (`idempotency.store.duration`) and set `idempotency.outcome` on the active span. Default `true`;

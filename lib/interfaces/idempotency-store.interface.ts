@@ -6,6 +6,11 @@ export interface IdempotencyRecord {
   /** Fingerprint of the request that produced {@link response}; a retry must match it. */
   readonly fingerprint: string;
   readonly response: StoredResponse;
+  /**
+   * With the module's `encryption` on: the response, sealed (key id, IV, tag, ciphertext), and
+   * `response` empty (status 0, no headers, no body). A store keeps it as it keeps the rest.
+   */
+  readonly sealed?: Buffer;
 }
 
 /** A claim on a key while its first request runs. */

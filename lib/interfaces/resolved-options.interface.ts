@@ -1,4 +1,5 @@
 import type { IdempotencyErrorBody } from './idempotency-error.interface.js';
+import type { ResolvedEncryption } from './idempotency-encryption.interface.js';
 import type { IdempotencyEventsOption } from './idempotency-event.interface.js';
 import type { IdempotencyStore } from './idempotency-store.interface.js';
 import type { IdempotencyTransactions } from './idempotency-transactions.interface.js';
@@ -28,6 +29,7 @@ export interface ResolvedIdempotencyOptions {
   readonly echoKeyHeader: boolean;
   readonly openApi: boolean;
   readonly events: IdempotencyEventsOption | undefined;
+  readonly encryption: ResolvedEncryption | undefined;
   readonly openTelemetry: boolean;
   readonly replayFlag: ReplayFlag;
   /** Lower case; `false` when replays carry no header (`replayFlag: 'body'` or `replayedHeader: false`). */

@@ -1,6 +1,7 @@
 import { CONFIG_ERRORS } from '../idempotency.messages.js';
 import { DEFAULT_PROBLEM_TYPE_BASE_URL } from '../idempotency.constants.js';
 import type { IdempotencyEventsOption } from '../interfaces/idempotency-event.interface.js';
+import type { IdempotencyEncryption, ResolvedEncryption } from '../interfaces/idempotency-encryption.interface.js';
 import type {
   ErrorFormat,
   FingerprintMode,
@@ -118,6 +119,26 @@ export function errorBodyOption(where: string, value: unknown): IdempotencyError
 export function eventsOption(where: string, value: unknown): IdempotencyEventsOption | undefined {
   if (value !== undefined && typeof value !== 'function') fail(where, CONFIG_ERRORS.events);
   return value as IdempotencyEventsOption | undefined;
+}
+
+const KEY_ID = /^[A-Za-z0-9._-]{1,64}$/;
+const AES_256_KEY_BYTES = 32;
+
+export function encryptionOption(where: string, value: unknown): ResolvedEncryption | undefined {
+  if (value === undefined) return undefined;
+  const { keys, current } = (value ?? {}) as Partial<IdempotencyEncryption>;
+  if (typeof value !== 'object' || value === null || typeof keys !== 'object' || keys === null) {
+    fail(where, CONFIG_ERRORS.encryption);
+  }
+  const copies = new Map<string, Buffer>();
+  for (const [id, key] of Object.entries(keys)) {
+    if (!KEY_ID.test(id)) fail(where, CONFIG_ERRORS.encryptionKeyId(id));
+    if (!(key instanceof Uint8Array) || key.length !== AES_256_KEY_BYTES) fail(where, CONFIG_ERRORS.encryptionKey(id));
+    // A copy: the application may reuse or zero its buffer.
+    copies.set(id, Buffer.from(key));
+  }
+  if (typeof current !== 'string' || !copies.has(current)) fail(where, CONFIG_ERRORS.encryptionCurrent);
+  return { keys: copies, current };
 }
 
 export function booleanOption(where: string, name: string, value: unknown, fallback: boolean): boolean {

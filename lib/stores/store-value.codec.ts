@@ -7,11 +7,15 @@ const RECORD_TAG = 0x52; // 'R'
 const VERSIONED_TAG = 0x56; // 'V'
 const NL = 0x0a;
 /**
- * The record format this release writes, tagged 'R'. A later format is written as "V<n>\n…": a pod
- * that does not know it refuses the key (503) instead of taking a value it cannot read for a foreign
- * one and running the handler again.
+ * The newest record format this release reads. Format 1 is tagged 'R' (a readable response); later
+ * ones are written as "V<n>\n…": 2 is a sealed one (`encryption`), "V2\n<fingerprint>\n<sealed>". A
+ * pod that does not know a format refuses the key (503) instead of taking a value it cannot read for
+ * a foreign one and running the handler again.
  */
-export const RECORD_FORMAT = 1;
+export const RECORD_FORMAT = 2;
+const SEALED_FORMAT = 2;
+/** What a sealed record has for a response: the real one is in `sealed`. */
+export const SEALED_PLACEHOLDER: StoredResponse = Object.freeze({ status: 0, headers: Object.freeze({}), body: Buffer.alloc(0) });
 /** The most digits a format number is read with. */
 const MAX_FORMAT_DIGITS = 9;
 
@@ -30,7 +34,8 @@ export function encodeClaim(owner: string, fingerprint: string): string {
 }
 
 export function encodeRecord(record: IdempotencyRecord): Buffer {
-  const { fingerprint, response } = record;
+  const { fingerprint, response, sealed } = record;
+  if (sealed) return Buffer.concat([Buffer.from(`V${SEALED_FORMAT}\n${fingerprint}\n`, 'latin1'), sealed]);
   const head = `R${fingerprint}\n${response.status}\n${JSON.stringify(response.headers)}\n`;
   const out = Buffer.allocUnsafe(Buffer.byteLength(head) + response.body.length);
   const n = out.write(head);
@@ -76,20 +81,31 @@ function formatOf(value: Buffer): number | undefined {
   return /^[1-9][0-9]*$/.test(digits) ? Number(digits) : undefined;
 }
 
-/** A value of a newer record format than this release writes, as what it means to a claimant; else `undefined`. */
-function newerFormat(value: Buffer): HeldEntry | undefined {
+/**
+ * A "V<n>" value as what it means to a claimant: a sealed record, or unreadable (a newer format, or a
+ * sealed one that lost its fingerprint line); `undefined` for any other value.
+ */
+function versioned(value: Buffer): HeldEntry | undefined {
   const format = formatOf(value);
-  return format !== undefined && format > RECORD_FORMAT
-    ? { state: 'unreadable', reason: STORE_ERRORS.newerFormat(format, RECORD_FORMAT) }
-    : undefined;
+  if (format === undefined || format < SEALED_FORMAT) return undefined;
+  if (format > RECORD_FORMAT) return { state: 'unreadable', reason: STORE_ERRORS.newerFormat(format, RECORD_FORMAT) };
+  const start = value.indexOf(NL) + 1;
+  const end = value.indexOf(NL, start);
+  if (end < 0) return { state: 'unreadable', reason: STORE_ERRORS.damagedSealed };
+  const record = {
+    fingerprint: value.toString('latin1', start, end),
+    response: SEALED_PLACEHOLDER,
+    sealed: value.subarray(end + 1),
+  };
+  return { state: 'completed', record };
 }
 
 /**
- * A record value as the SQL stores and InMemoryCache keep it (they know it is a record): completed,
- * or unreadable when a newer release wrote it.
+ * A record value as the SQL stores and InMemoryCache keep it (they know it is a record): completed
+ * (readable or sealed), or unreadable when a newer release wrote it.
  */
 export function readRecord(value: Buffer): HeldEntry {
-  return newerFormat(value) ?? { state: 'completed', record: decodeRecord(value) };
+  return versioned(value) ?? { state: 'completed', record: decodeRecord(value) };
 }
 
 /**
@@ -101,7 +117,7 @@ export function decodeEntry(value: Buffer): ClaimOutcome | undefined {
     const nl = value.indexOf(NL);
     return nl > 1 ? { state: 'in-flight', fingerprint: value.toString('latin1', nl + 1) } : undefined;
   }
-  if (value[0] !== RECORD_TAG) return newerFormat(value);
+  if (value[0] !== RECORD_TAG) return versioned(value);
   const record = checkedRecord(value);
   return record && { state: 'completed', record };
 }

@@ -110,7 +110,7 @@ describe.each(cases)('IdempotencyAdmin on %s, %s', (storeName, adapter) => {
     expect(refused.headers['retry-after']).toBe('1');
     expect(refused.body).toEqual({ error: 'the stored response for this key cannot be read at the moment; retry shortly' });
     expect(logs.errors).toHaveBeenCalledWith(
-      "TestController.create: answering 503: the key's record is in format 9, written by a newer release (this one reads up to 1); it is neither replayed nor run again until the deploy is complete",
+      "TestController.create: answering 503: the key's record is in format 9, written by a newer release (this one reads up to 2); it is neither replayed nor run again until the deploy is complete",
     );
     expect(runs.of('payments')).toBe(before);
     await until(() => events.some((e) => e.code === 'record-unreadable'));

@@ -29,6 +29,8 @@ import '../e2e/events.e2e.spec.js';
 import '../e2e/open-telemetry.e2e.spec.js';
 import '../e2e/admin.e2e.spec.js';
 import '../e2e/health.e2e.spec.js';
+import '../e2e/encryption.e2e.spec.js';
+import '../unit/response.sealer.spec.js';
 import '../unit/redis-cache.options.spec.js';
 import '../unit/in-memory.cache.spec.js';
 import '../unit/in-memory-contract.spec.js';

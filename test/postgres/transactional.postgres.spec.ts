@@ -236,6 +236,20 @@ describePg('@Idempotent({ transactional: true }) on PostgreSQL', () => {
       expect(await rows(key('ev-fail'))).toBe(0);
     });
 
+    it('encryption: the record committed in the transaction is sealed, and replays', async () => {
+      const { base } = await app(adapter, { encryption: { keys: { k1: Buffer.alloc(32, 5) }, current: 'k1' } });
+      const first = await charge(base, key('sealed'));
+      expect(first.status).toBe(201);
+      const { rows: stored } = await pool.query<{ record: Buffer }>('SELECT record FROM idempotency_records WHERE key LIKE $1', [
+        `%:${key('sealed')}`,
+      ]);
+      expect(stored[0].record.toString('latin1').split('\n')[2]).toBe('k1');
+      expect(stored[0].record.includes('"amount"')).toBe(false);
+      const again = await charge(base, key('sealed'));
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect(again.text).toBe(first.text);
+    });
+
     it("the handler's INSERT and the completion are one transaction (one xmin)", async () => {
       const { base, tx } = await app(adapter);
       expect((await charge(base, key('xmin'))).status).toBe(201);

@@ -1,6 +1,7 @@
 import { afterEach } from '@jest/globals';
 import type { ModuleRef } from '@nestjs/core';
 import { type IdempotencyModuleOptions, IdempotencyInterceptor, IdempotencyService, InMemoryCache } from '../../lib/index.js';
+import { ResponseSealer } from '../../lib/encryption/response.sealer.js';
 import { IdempotencyObserver } from '../../lib/events/idempotency.observer.js';
 import { IdentityResolverLoader } from '../../lib/identity-resolver.loader.js';
 import { LeaseRenewer } from '../../lib/lease.renewer.js';
@@ -22,7 +23,7 @@ export function createProtocol(options: IdempotencyModuleOptions = {}, moduleRef
   const identities = new IdentityResolverLoader(moduleRef as ModuleRef);
   // Not initialised: nothing observes outcomes until a test awaits observer.onModuleInit().
   const observer = new IdempotencyObserver(resolved, moduleRef as ModuleRef);
-  const service = new IdempotencyService(resolved, identities, observer);
+  const service = new IdempotencyService(resolved, identities, observer, new ResponseSealer(resolved));
   const routes = new RouteOptionsAccessor(resolved);
   const leases = new LeaseRenewer(resolved, observer);
   renewers.add(leases);

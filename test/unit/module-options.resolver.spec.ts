@@ -33,6 +33,7 @@ describe('resolveModuleOptions', () => {
       echoKeyHeader: false,
       openApi: true,
       events: undefined,
+      encryption: undefined,
       openTelemetry: true,
       replayFlag: 'header',
       replayedHeader: 'idempotent-replayed',
@@ -68,6 +69,7 @@ describe('resolveModuleOptions', () => {
         openApi: false,
         events: onEvent,
         openTelemetry: false,
+        encryption: { keys: { 'k-1': Buffer.alloc(32, 1) }, current: 'k-1' },
         replayFlag: 'header-and-body',
         replayedHeader: 'X-Replayed',
         identity,
@@ -92,6 +94,7 @@ describe('resolveModuleOptions', () => {
       openApi: false,
       events: onEvent,
       openTelemetry: false,
+      encryption: { keys: new Map([['k-1', Buffer.alloc(32, 1)]]), current: 'k-1' },
       replayFlag: 'header-and-body',
       replayedHeader: 'x-replayed',
       identity,
@@ -162,7 +165,7 @@ describe('resolveModuleOptions', () => {
 
   it('refuses an unknown option, naming the one it most likely meant', () => {
     const valid =
-      'valid: cache, ttlMs, leaseMs, maxHoldMs, headerName, keyPrefix, maxKeyLength, maxScopeLength, missingHeader, fingerprint, errorFormat, problemTypeBaseUrl, errorBody, echoKeyHeader, openApi, events, openTelemetry, replayFlag, replayedHeader, identity';
+      'valid: cache, ttlMs, leaseMs, maxHoldMs, headerName, keyPrefix, maxKeyLength, maxScopeLength, missingHeader, fingerprint, errorFormat, problemTypeBaseUrl, errorBody, echoKeyHeader, openApi, events, encryption, openTelemetry, replayFlag, replayedHeader, identity';
     expect(() => resolveModuleOptions({ store: store() } as never)).toThrow(
       err(`unknown option "store" (did you mean cache?); ${valid}`),
     );
@@ -269,6 +272,27 @@ describe('resolveModuleOptions', () => {
     }
     expect(resolveModuleOptions({ echoKeyHeader: false }).echoKeyHeader).toBe(false);
     expect(() => resolveModuleOptions({ openApi: 'no' as never })).toThrow(err('openApi must be true or false, got no'));
+    const key = Buffer.alloc(32, 7);
+    for (const [encryption, message] of [
+      [null, 'encryption must be { keys: { <id>: <32-byte Buffer> }, current: <id> }'],
+      [{ current: 'a' }, 'encryption must be { keys: { <id>: <32-byte Buffer> }, current: <id> }'],
+      [{ keys: { 'a b': key }, current: 'a b' }, 'encryption key id "a b" must be 1 to 64 characters of A-Z a-z 0-9 . _ -'],
+      [{ keys: { ['x'.repeat(65)]: key }, current: 'x' }, `encryption key id "${'x'.repeat(65)}" must be 1 to 64 characters`],
+      [
+        { keys: { a: Buffer.alloc(16) }, current: 'a' },
+        'encryption key a must be 32 bytes (a Buffer or Uint8Array) for AES-256-GCM',
+      ],
+      [{ keys: { a: 'x'.repeat(32) }, current: 'a' }, 'encryption key a must be 32 bytes'],
+      [{ keys: { a: key }, current: 'b' }, 'encryption.current must be the id of one of encryption.keys'],
+      [{ keys: {}, current: 'a' }, 'encryption.current must be the id of one of encryption.keys'],
+    ] as const) {
+      expect(() => resolveModuleOptions({ encryption: encryption as never })).toThrow(message);
+    }
+    // The keys are copied: zeroing the application's buffer afterwards changes nothing.
+    const mine = Buffer.alloc(32, 9);
+    const resolved = resolveModuleOptions({ encryption: { keys: { a: mine }, current: 'a' } });
+    mine.fill(0);
+    expect(resolved.encryption!.keys.get('a')).toEqual(Buffer.alloc(32, 9));
     expect(() => resolveModuleOptions({ openTelemetry: 1 as never })).toThrow(err('openTelemetry must be true or false, got 1'));
     for (const events of [{ onIdempotencyEvent() {} }, 'log', null]) {
       expect(() => resolveModuleOptions({ events: events as never })).toThrow(

@@ -7,6 +7,7 @@ import {
   ownerPrefix,
   readRecord,
   RECORD_FORMAT,
+  SEALED_PLACEHOLDER,
 } from '../../lib/stores/store-value.codec.js';
 import type { IdempotencyRecord } from '../../lib/index.js';
 
@@ -44,20 +45,33 @@ describe('record codec (the one value per key of both stores)', () => {
     expect(decodeRecord(encodeRecord(empty))).toEqual(empty);
   });
 
-  it('reads a value of a newer format ("V<n>\\n", n > 1) as unreadable, naming it; any other V value is foreign', () => {
-    expect(RECORD_FORMAT).toBe(1);
+  it('reads a value of a newer format ("V<n>\\n", n > 2) as unreadable, naming it; any other V value is foreign', () => {
+    expect(RECORD_FORMAT).toBe(2);
     const unreadable = (n: string) => ({
       state: 'unreadable',
-      reason: `the key's record is in format ${n}, written by a newer release (this one reads up to 1); it is neither replayed nor run again until the deploy is complete`,
+      reason: `the key's record is in format ${n}, written by a newer release (this one reads up to 2); it is neither replayed nor run again until the deploy is complete`,
     });
-    expect(decodeEntry(Buffer.from('V2\nanything'))).toEqual(unreadable('2'));
+    expect(decodeEntry(Buffer.from('V3\nanything'))).toEqual(unreadable('3'));
     expect(decodeEntry(Buffer.from('V123456789\n'))).toEqual(unreadable('123456789'));
     expect(readRecord(Buffer.from('V10\nx'))).toEqual(unreadable('10'));
     // Not a newer format: this one's own number, a zero, a sign, too many digits, no newline, nothing.
-    for (const value of ['V1\nx', 'V0\nx', 'V01\nx', 'V-2\nx', 'V2x\n', 'V1234567890\nx', 'V2', 'V\nx']) {
+    for (const value of ['V1\nx', 'V0\nx', 'V01\nx', 'V-3\nx', 'V3x\n', 'V1234567890\nx', 'V3', 'V\nx']) {
       expect(decodeEntry(Buffer.from(value))).toBeUndefined();
     }
     expect(readRecord(encodeRecord(record))).toEqual({ state: 'completed', record: decodeRecord(encodeRecord(record)) });
+  });
+
+  it('encodes a sealed record as V2\\n<fingerprint>\\n<sealed bytes> and reads it back; a damaged one is unreadable', () => {
+    const sealed = Buffer.from([0, 10, 0xff, 10, 0x52]);
+    const value = encodeRecord({ fingerprint: 'fp-s', response: SEALED_PLACEHOLDER, sealed });
+    expect(value).toEqual(Buffer.concat([Buffer.from('V2\nfp-s\n'), sealed]));
+    for (const read of [decodeEntry(value), readRecord(value)]) {
+      expect(read).toEqual({ state: 'completed', record: { fingerprint: 'fp-s', response: SEALED_PLACEHOLDER, sealed } });
+    }
+    expect(decodeEntry(Buffer.from('V2\nno-fingerprint-line'))).toEqual({
+      state: 'unreadable',
+      reason: 'the key holds a sealed record without its fingerprint line (damaged); it is neither replayed nor run again',
+    });
   });
 
   it('tells a claim, a record and a foreign value apart', () => {

@@ -1,0 +1,68 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { IDEMPOTENCY_MODULE_OPTIONS } from '../idempotency.constants.js';
+import { STORE_ERRORS } from '../idempotency.messages.js';
+import type { IdempotencyRecord } from '../interfaces/idempotency-store.interface.js';
+import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
+import type { StoredResponse } from '../interfaces/stored-response.interface.js';
+import { decodeRecord, encodeRecord, SEALED_PLACEHOLDER } from '../stores/store-value.codec.js';
+
+const ALGORITHM = 'aes-256-gcm';
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+const NL = 0x0a;
+
+/** A sealed record that cannot be opened here; its message names the key id, never a byte of the record. */
+export class UnsealableRecord extends Error {}
+
+/**
+ * Seals stored responses with AES-256-GCM (`encryption`): "<key id>\n<IV><tag><ciphertext>", a random
+ * 96-bit IV per record, and the store key and fingerprint as additional authenticated data, so a
+ * record altered or moved to another key fails to open. Without `encryption` records pass as they are.
+ */
+@Injectable()
+export class ResponseSealer {
+  constructor(@Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions) {}
+
+  /** The record to store for `response` under `storeKey`: sealed with the current key, or readable without `encryption`. */
+  record(storeKey: string, fingerprint: string, response: StoredResponse): IdempotencyRecord {
+    const encryption = this.options.encryption;
+    if (!encryption) return { fingerprint, response };
+    const iv = randomBytes(IV_BYTES);
+    const cipher = createCipheriv(ALGORITHM, encryption.keys.get(encryption.current)!, iv);
+    cipher.setAAD(aad(storeKey, fingerprint));
+    // The plaintext is the readable record's own encoding, without its fingerprint (it is outside).
+    const body = Buffer.concat([cipher.update(encodeRecord({ fingerprint: '', response })), cipher.final()]);
+    const sealed = Buffer.concat([Buffer.from(`${encryption.current}\n`, 'latin1'), iv, cipher.getAuthTag(), body]);
+    return { fingerprint, response: SEALED_PLACEHOLDER, sealed };
+  }
+
+  /** The response a record holds; throws {@link UnsealableRecord} for a sealed one it cannot open. */
+  response(storeKey: string, record: IdempotencyRecord): StoredResponse {
+    const { sealed } = record;
+    if (!sealed) return record.response;
+    const nl = sealed.indexOf(NL);
+    const id = sealed.toString('latin1', 0, Math.max(nl, 0)).slice(0, 64);
+    const key = this.options.encryption?.keys.get(id);
+    if (!this.options.encryption) throw new UnsealableRecord(STORE_ERRORS.notEncrypted);
+    if (nl < 1 || !key) throw new UnsealableRecord(STORE_ERRORS.unknownKeyId(JSON.stringify(id)));
+    const iv = sealed.subarray(nl + 1, nl + 1 + IV_BYTES);
+    const tag = sealed.subarray(nl + 1 + IV_BYTES, nl + 1 + IV_BYTES + TAG_BYTES);
+    try {
+      // Only a full tag: a shorter one would be a weaker check.
+      if (tag.length !== TAG_BYTES) throw new Error('cut short');
+      const decipher = createDecipheriv(ALGORITHM, key, iv, { authTagLength: TAG_BYTES });
+      decipher.setAAD(aad(storeKey, record.fingerprint));
+      decipher.setAuthTag(tag);
+      const plain = Buffer.concat([decipher.update(sealed.subarray(nl + 1 + IV_BYTES + TAG_BYTES)), decipher.final()]);
+      return decodeRecord(plain).response;
+    } catch {
+      throw new UnsealableRecord(STORE_ERRORS.notAuthentic(JSON.stringify(id)));
+    }
+  }
+}
+
+/** Binds a record to its store key and fingerprint; neither holds a newline. */
+function aad(storeKey: string, fingerprint: string): Buffer {
+  return Buffer.from(`${storeKey}\n${fingerprint}`, 'utf8');
+}

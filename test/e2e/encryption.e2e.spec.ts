@@ -1,0 +1,161 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { INestApplication } from '@nestjs/common';
+import { Redis } from 'ioredis';
+import request from 'supertest';
+import {
+  IdempotencyAdmin,
+  type IdempotencyEncryption,
+  IdempotencyModule,
+  type IdempotencyStore,
+  InMemoryCache,
+  RedisCache,
+  RedisCacheOptions,
+  SqliteStore,
+} from '../../lib/index.js';
+import { ADAPTERS, useApps } from '../support/app.js';
+import { Gate, Runs, TestController } from '../support/fixtures.js';
+import { spyOnLogger } from '../support/logger.js';
+import { RedisServer, redisAvailable } from '../support/redis-server.js';
+import { openStore, storeNames } from '../support/stores.js';
+
+let seq = 0;
+const newKey = (): string => `enc-${Date.now()}-${++seq}`;
+const K1 = Buffer.alloc(32, 0x11);
+const K2 = Buffer.alloc(32, 0x22);
+const CARD = '4242424242424242';
+
+/** Reads and writes a store's raw record value, as someone with access to the store would. */
+interface Raw {
+  read(storeKey: string): Promise<Buffer>;
+  write(storeKey: string, value: Buffer): Promise<void>;
+}
+
+function rawOf(cache: IdempotencyStore, redis?: Redis): Raw {
+  const inner = cache as unknown as Record<string, unknown>;
+  if (cache instanceof InMemoryCache) {
+    const entries = inner.entries as Map<string, { value: string }>;
+    return {
+      read: async (k) => Buffer.from(entries.get(k)!.value, 'latin1'),
+      write: async (k, v) => void (entries.get(k)!.value = v.toString('latin1')),
+    };
+  }
+  if (cache instanceof SqliteStore) {
+    const db = () => inner.db as { prepare(sql: string): { get(...a: unknown[]): unknown; run(...a: unknown[]): unknown } };
+    return {
+      read: async (k) =>
+        (db().prepare('SELECT record FROM idempotency_records WHERE key = ?').get(k) as { record: Buffer }).record,
+      write: async (k, v) => void db().prepare('UPDATE idempotency_records SET record = ? WHERE key = ?').run(v, k),
+    };
+  }
+  if (cache instanceof RedisCache) {
+    return {
+      read: async (k) => (await redis!.getBuffer(k))!,
+      write: async (k, v) => void (await redis!.set(k, v, 'KEEPTTL')),
+    };
+  }
+  const run = (inner.run as (text: string, values: unknown[]) => Promise<{ record: Buffer }[]>).bind(cache);
+  return {
+    read: async (k) => (await run('SELECT record FROM idempotency_records WHERE key = $1', [k]))[0].record,
+    write: async (k, v) => void (await run('UPDATE idempotency_records SET record = $1 WHERE key = $2', [v, k])),
+  };
+}
+
+const names = [...storeNames('encryption e2e'), ...(redisAvailable('encryption e2e on Redis') ? (['redis'] as const) : [])];
+const cases = names.flatMap((store) => ADAPTERS.map((adapter) => [store, adapter] as const));
+
+describe.each(cases)('encryption at rest on %s, %s', (storeName, adapter) => {
+  const start = useApps();
+  const logs = spyOnLogger();
+  let server: RedisServer | undefined;
+  let redis: Redis | undefined;
+  beforeAll(async () => {
+    if (storeName !== 'redis') return;
+    server = await RedisServer.start();
+    redis = new Redis(server.url);
+  });
+  afterAll(async () => {
+    redis?.disconnect();
+    await server?.stop();
+  });
+
+  /** A fresh store for one test (shared by the apps, "pods", that test starts). */
+  const freshStore = async (): Promise<IdempotencyStore> =>
+    storeName === 'redis' ? new RedisCache(RedisCacheOptions.create().withUrl(server!.url)) : (await openStore(storeName)).cache;
+  const pod = async (cache: IdempotencyStore, encryption: IdempotencyEncryption) => {
+    const app: INestApplication = await start(adapter, {
+      imports: [IdempotencyModule.forRoot({ cache, encryption })],
+      controllers: [TestController],
+      providers: [Runs, Gate],
+    });
+    const post = (key: string, body: object = { card: CARD }) =>
+      request(app.getHttpServer()).post('/payments').set('Idempotency-Key', key).send(body);
+    return { post, runs: app.get(Runs), admin: app.get(IdempotencyAdmin) };
+  };
+
+  it('the store holds the fingerprint, key id and ciphertext, never the response; replays are byte for byte', async () => {
+    const cache = await freshStore();
+    const { post, runs } = await pod(cache, { keys: { k1: K1 }, current: 'k1' });
+    const key = newKey();
+    const first = await post(key);
+    expect(first.status).toBe(201);
+    expect(first.text).toContain(CARD);
+    const raw = await rawOf(cache, redis).read(`idem:%:${key}`);
+    const [format, fingerprint, keyId] = raw.toString('latin1').split('\n');
+    expect([format, keyId]).toEqual(['V2', 'k1']);
+    expect(fingerprint).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    for (const plain of [CARD, key, 'txId', 'content-type', 'json']) expect(raw.includes(plain)).toBe(false);
+    const again = await post(key);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(again.text).toBe(first.text);
+    expect(again.headers['content-type']).toBe(first.headers['content-type']);
+    expect(runs.of('payments')).toBe(1);
+    // A reused key is still told apart by the fingerprint, which stays a hash in clear.
+    expect((await post(key, { card: '5555' })).status).toBe(422);
+  });
+
+  it('rotation: pods with the old key, both, and only the new one; a record whose key is gone is 503, never run again', async () => {
+    const cache = await freshStore();
+    const raw = rawOf(cache, redis);
+    const old = await pod(cache, { keys: { k1: K1 }, current: 'k1' });
+    const both = await pod(cache, { keys: { k1: K1, k2: K2 }, current: 'k2' });
+    const next = await pod(cache, { keys: { k2: K2 }, current: 'k2' });
+    const sealedWithK1 = newKey();
+    const sealedWithK2 = newKey();
+    const first = await old.post(sealedWithK1);
+    expect((await both.post(sealedWithK1)).text).toBe(first.text);
+    expect((await both.post(sealedWithK2)).status).toBe(201);
+    expect((await raw.read(`idem:%:${sealedWithK2}`)).toString('latin1').split('\n')[2]).toBe('k2');
+    expect((await next.post(sealedWithK2)).headers['idempotent-replayed']).toBe('true');
+    const refused = await next.post(sealedWithK1);
+    expect(refused.status).toBe(503);
+    expect(refused.headers['retry-after']).toBe('1');
+    expect(next.runs.of('payments')).toBe(0);
+    expect(logs.errors).toHaveBeenCalledWith(
+      'TestController.create: answering 503: the key\'s record is sealed with encryption key "k1", which is not among encryption.keys: restore that key, or forget the record',
+    );
+    expect(await next.admin.inspect(sealedWithK1)).toMatchObject({
+      state: 'unreadable',
+      reason: expect.stringContaining('"k1"'),
+    });
+    expect(await old.admin.inspect(sealedWithK1)).toMatchObject({ state: 'completed', status: 201 });
+    expect(await next.admin.forget(sealedWithK1)).toBe(true);
+    expect((await next.post(sealedWithK1)).status).toBe(201);
+    expect(next.runs.of('payments')).toBe(1);
+  });
+
+  it('a record altered in the store fails authentication: 503 naming the key id, the handler does not run', async () => {
+    const cache = await freshStore();
+    const raw = rawOf(cache, redis);
+    const { post, runs } = await pod(cache, { keys: { k1: K1 }, current: 'k1' });
+    const key = newKey();
+    expect((await post(key)).status).toBe(201);
+    const value = await raw.read(`idem:%:${key}`);
+    value[value.length - 1] ^= 1;
+    await raw.write(`idem:%:${key}`, value);
+    expect((await post(key)).status).toBe(503);
+    expect(runs.of('payments')).toBe(1);
+    expect(logs.errors).toHaveBeenCalledWith(
+      'TestController.create: answering 503: the key\'s record, sealed with encryption key "k1", failed authentication (altered, or moved from another key): forget the record',
+    );
+  });
+});
