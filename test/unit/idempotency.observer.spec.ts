@@ -48,6 +48,61 @@ describe('IdempotencyObserver', () => {
     ]);
   });
 
+  it('times store calls and marks spans through OpenTelemetry; lease-lost and evicted are no request outcome on a span', async () => {
+    const watching = await observer(undefined, true);
+    expect(watching.enabled).toBe(true);
+    const calls: unknown[][] = [];
+    (watching as unknown as { telemetry: object }).telemetry = {
+      storeDuration: (...args: unknown[]) => void calls.push(['duration', ...args]),
+      outcome: (...args: unknown[]) => void calls.push(['outcome', ...args]),
+      mark: (...args: unknown[]) => void calls.push(['mark', ...args]),
+    };
+    const startedAt = watching.now();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const ms = watching.stored('commit', startedAt);
+    expect(ms).toBeGreaterThanOrEqual(15);
+    expect(ms).toBeLessThan(5000);
+    watching.mark('executed');
+    for (const outcome of ['lease-lost', 'evicted', 'conflict'] as const) watching.emit(outcome, { route: 'A.b' });
+    expect(calls).toEqual([
+      ['duration', 'commit', 'InMemoryCache', ms],
+      ['mark', 'executed'],
+      ['outcome', 'lease-lost', 'A.b', undefined, 'InMemoryCache'],
+      ['outcome', 'evicted', 'A.b', undefined, 'InMemoryCache'],
+      ['outcome', 'conflict', 'A.b', undefined, 'InMemoryCache'],
+      ['mark', 'conflict'],
+    ]);
+  });
+
+  it('with a listener and OpenTelemetry off, times without recording', async () => {
+    const watching = await observer(() => undefined);
+    expect(watching.stored('claim', watching.now())).toBeGreaterThanOrEqual(0);
+  });
+
+  it('counts only promises as unsettled: a synchronous listener gets every event of a batch', async () => {
+    let calls = 0;
+    const watching = await observer(() => void calls++);
+    for (let i = 0; i < 1003; i++) watching.emit('replayed', { route: 'A.b' });
+    await tick();
+    expect(calls).toBe(1003);
+    expect(logs.errors).not.toHaveBeenCalled();
+  });
+
+  it('a rejected promise is settled too: after 1000 rejections the listener gets events again', async () => {
+    const rejects: ((err: Error) => void)[] = [];
+    const watching = await observer(() => new Promise<void>((_, reject) => void rejects.push(reject)));
+    for (let i = 0; i < 1000; i++) watching.emit('replayed', { route: 'A.b' });
+    await tick();
+    for (const reject of rejects.splice(0)) reject(new Error('listener down'));
+    await tick();
+    watching.emit('replayed', { route: 'A.b' });
+    await tick();
+    expect(rejects).toHaveLength(1);
+    expect(logs.errors.mock.calls).toEqual([
+      ['the idempotency events listener failed (requests are not affected; logged at most once a minute): listener down'],
+    ]);
+  });
+
   it('drops events while 1000 listener calls are unsettled, and says so once', async () => {
     const settle: (() => void)[] = [];
     const watching = await observer(() => new Promise<void>((resolve) => void settle.push(resolve)));

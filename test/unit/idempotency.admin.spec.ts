@@ -1,0 +1,52 @@
+import { describe, expect, it } from '@jest/globals';
+import { ResponseSealer } from '../../lib/encryption/response.sealer.js';
+import { IdempotencyAdmin, type IdempotencyModuleOptions, type IdempotencyStore, InMemoryCache } from '../../lib/index.js';
+import { resolveModuleOptions } from '../../lib/options/module-options.resolver.js';
+
+function admin(options: IdempotencyModuleOptions): IdempotencyAdmin {
+  const resolved = resolveModuleOptions(options, () => new InMemoryCache());
+  return new IdempotencyAdmin(resolved, new ResponseSealer(resolved));
+}
+
+describe('IdempotencyAdmin', () => {
+  it('refuses a store without peek() or forget(), naming the store and the method', async () => {
+    const { claim, commit, release, renew } = new InMemoryCache();
+    const bare: IdempotencyStore = { claim, commit, release, renew };
+    await expect(admin({ cache: bare }).inspect('k')).rejects.toThrow(
+      "IdempotencyAdmin needs the store's peek(), which Object does not implement (see IdempotencyStore)",
+    );
+    await expect(admin({ cache: bare }).forget('k')).rejects.toThrow("IdempotencyAdmin needs the store's forget()");
+  });
+
+  it('refuses a key or scope that is not a non-empty string', async () => {
+    const a = admin({});
+    for (const key of ['', 5, undefined]) {
+      await expect(a.forget(key as never)).rejects.toThrow(
+        'IdempotencyAdmin: the key must be a non-empty string, as the client sent it',
+      );
+    }
+    for (const scope of ['', 7, null]) {
+      await expect(a.inspect('k', { scope: scope as never })).rejects.toThrow(
+        'IdempotencyAdmin: scope must be a non-empty string, as the identity resolver returns it',
+      );
+    }
+  });
+
+  it('finds keys under the module prefix and the escaped scope', async () => {
+    const cache = new InMemoryCache();
+    const a = admin({ cache, keyPrefix: 'pay:' });
+    await cache.claim('pay:acct%3A1:k', { owner: 'o', fingerprint: 'fp', leaseMs: 5000 });
+    await cache.claim('pay:%:k', { owner: 'o', fingerprint: 'fp-unscoped', leaseMs: 5000 });
+    expect((await a.inspect('k', { scope: 'acct:1' }))?.fingerprint).toBe('fp');
+    expect((await a.inspect('k'))?.fingerprint).toBe('fp-unscoped');
+  });
+
+  it('passes on an error of the store that is not about a sealed record', async () => {
+    class Broken extends InMemoryCache {
+      override peek(): never {
+        throw new Error('store down');
+      }
+    }
+    await expect(admin({ cache: new Broken() }).inspect('k')).rejects.toThrow('store down');
+  });
+});

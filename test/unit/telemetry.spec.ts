@@ -1,0 +1,86 @@
+import { describe, expect, it } from '@jest/globals';
+import { type OpenTelemetryApi, Telemetry } from '../../lib/events/telemetry.js';
+
+/** Records what the module asks of the OpenTelemetry API: the instruments it creates and what they get. */
+function recordingApi(span?: { recording: boolean; attributes: object[] }) {
+  const created: [string, string, object][] = [];
+  const points: [string, number, object][] = [];
+  const api: OpenTelemetryApi = {
+    metrics: {
+      getMeter: (name) => ({
+        createCounter: (instrument, options) => {
+          created.push([name, instrument, options]);
+          return { add: (value, attributes) => void points.push([instrument, value, attributes]) };
+        },
+        createHistogram: (instrument, options) => {
+          created.push([name, instrument, options]);
+          return { record: (value, attributes) => void points.push([instrument, value, attributes]) };
+        },
+      }),
+    },
+    trace: {
+      getActiveSpan: () =>
+        span && { isRecording: () => span.recording, setAttributes: (attributes) => void span.attributes.push(attributes) },
+    },
+  };
+  return { api, created, points };
+}
+
+describe('Telemetry', () => {
+  it('creates the counter and the histogram under the nestjs-idempotency meter, with units, descriptions and ms buckets', () => {
+    const { api, created } = recordingApi();
+    new Telemetry(api);
+    expect(created).toEqual([
+      [
+        'nestjs-idempotency',
+        'idempotency.requests',
+        { description: 'Requests to @Idempotent() routes by outcome, and the lease-lost and evicted events', unit: '{request}' },
+      ],
+      [
+        'nestjs-idempotency',
+        'idempotency.store.duration',
+        {
+          description: 'Duration of idempotency store calls',
+          unit: 'ms',
+          advice: { explicitBucketBoundaries: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000] },
+        },
+      ],
+    ]);
+  });
+
+  it('counts an outcome with the route and method it has, and none it has not', () => {
+    const { api, points } = recordingApi();
+    const telemetry = new Telemetry(api);
+    telemetry.outcome('replayed', 'Pay.create', 'POST', 'RedisCache');
+    telemetry.outcome('evicted', undefined, undefined, 'InMemoryCache');
+    telemetry.storeDuration('renew', 'RedisCache', 1.25);
+    expect(points).toEqual([
+      [
+        'idempotency.requests',
+        1,
+        {
+          'idempotency.outcome': 'replayed',
+          'idempotency.store': 'RedisCache',
+          'idempotency.route': 'Pay.create',
+          'http.request.method': 'POST',
+        },
+      ],
+      ['idempotency.requests', 1, { 'idempotency.outcome': 'evicted', 'idempotency.store': 'InMemoryCache' }],
+      ['idempotency.store.duration', 1.25, { 'idempotency.store.operation': 'renew', 'idempotency.store': 'RedisCache' }],
+    ]);
+  });
+
+  it('marks the active span only while it records', () => {
+    const span = { recording: true, attributes: [] as object[] };
+    const telemetry = new Telemetry(recordingApi(span).api);
+    telemetry.mark('replayed');
+    telemetry.mark('conflict');
+    span.recording = false;
+    telemetry.mark('executed');
+    expect(span.attributes).toEqual([
+      { 'idempotency.outcome': 'replayed', 'idempotency.replayed': true },
+      { 'idempotency.outcome': 'conflict', 'idempotency.replayed': false },
+    ]);
+    new Telemetry(recordingApi().api).mark('executed'); // no active span: nothing to do
+  });
+});
