@@ -72,6 +72,7 @@ export type {
   IdempotencyStore,
   HeldEntry,
   PeekedEntry,
+  OwnedKey,
 } from './interfaces/idempotency-store.interface.js';
 export type { StoredResponse } from './interfaces/stored-response.interface.js';
 export type { IdempotencyTransactions, SqlExecutor } from './interfaces/idempotency-transactions.interface.js';

@@ -17,6 +17,15 @@ export interface ActiveClaim {
   readonly claimedAt: number;
   /** The request's HTTP method, for events. */
   readonly method: string;
+  /**
+   * Until when (epoch ms) the lease is surely held: the time the claim or its last successful renewal
+   * was sent, plus the lease. A commit that failed is tried again until then.
+   */
+  heldUntil: number;
+  /** A commit or release is under way: a renewal that finds the claim gone is no loss. */
+  settling?: boolean;
+  /** A renewal found the claim gone while the handler ran: another request may hold the key now. */
+  lost?: boolean;
   /** Time spent waiting for the store so far, in ms; counted only while something observes outcomes. */
   storeMs: number;
 }

@@ -13,6 +13,12 @@ export interface IdempotencyRecord {
   readonly sealed?: Buffer;
 }
 
+/** A key and the owner token of the claim on it, for {@link IdempotencyStore.renewAll}. */
+export interface OwnedKey {
+  readonly key: string;
+  readonly owner: string;
+}
+
 /** A claim on a key while its first request runs. */
 export interface IdempotencyClaim {
   /** Random token of the claimant: commit, release and renew act only for this owner. */
@@ -64,6 +70,12 @@ export interface IdempotencyStore {
   release(key: string, owner: string): Promise<boolean>;
   /** Extends the caller's claim to `leaseMs` from now. */
   renew(key: string, owner: string, leaseMs: number): Promise<boolean>;
+  /**
+   * {@link renew} for many claims in one step (one statement, script batch or transaction): what the
+   * lease renewer sends once per tick, so renewals never grow into one round trip per running
+   * handler. Answers, in order, whether each claim was renewed. Without it, claims are renewed one by one.
+   */
+  renewAll?(claims: readonly OwnedKey[], leaseMs: number): Promise<boolean[]>;
   /**
    * Registers the one listener for records the store evicts before their ttl (a bounded store making
    * room), called with the store key; for the `evicted` event. Stores that never evict leave it out.

@@ -6,6 +6,7 @@ import type {
   IdempotencyRecord,
   IdempotencyStore,
   HeldEntry,
+  OwnedKey,
   PeekedEntry,
 } from '../interfaces/idempotency-store.interface.js';
 import { BoundedLru, type Entry, GUARANTEED, PINNED, PLAIN_KIND, READ } from './bounded-lru.js';
@@ -85,6 +86,10 @@ export class InMemoryCache extends BoundedLru implements IdempotencyStore {
     if (!e) return false;
     e.expiresAt = this.expiry(leaseMs);
     return true;
+  }
+
+  async renewAll(claims: readonly OwnedKey[], leaseMs: number): Promise<boolean[]> {
+    return Promise.all(claims.map((c) => this.renew(c.key, c.owner, leaseMs)));
   }
 
   /** Calls `listener` with the store key of each record evicted to make room before its ttl ended. */

@@ -11,6 +11,8 @@ export interface PostgresPoolLike {
     query_timeout?: number;
   }): Promise<{ rows: Record<string, unknown>[]; rowCount: number | null }>;
   end(): Promise<void>;
+  /** A client of its own (node-postgres `Pool.connect()`): used for records over 1 MiB, whose statement timeout is scaled to their size. */
+  connect?(): Promise<unknown>;
   // `any`, as node-postgres declares it: anything narrower would refuse a real Pool.
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   on(event: 'error', listener: (...args: any[]) => void): unknown;

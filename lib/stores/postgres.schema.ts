@@ -1,8 +1,36 @@
+import { createHash } from 'node:crypto';
+
 /** Where the PostgreSQL store's objects live; both are checked identifiers, quoted in the SQL. */
 export interface PostgresNames {
   readonly schema: string;
   readonly table: string;
 }
+
+/** PostgreSQL's NAMEDATALEN - 1: a longer identifier is cut to this many bytes, silently. */
+const MAX_IDENTIFIER = 63;
+
+/**
+ * The name of an object derived from the table (`<table>_<suffix>`). PostgreSQL cuts a name past 63
+ * bytes without a word, so the index of a 63-character table would be cut back to the table's own
+ * name, collide with it, and be skipped by `IF NOT EXISTS`. A name that would not fit is the
+ * table's name cut short, 8 hex characters of its hash, then the suffix: distinct for every table.
+ */
+export function derivedName(table: string, suffix: string): string {
+  const name = `${table}_${suffix}`;
+  if (name.length <= MAX_IDENTIFIER) return name;
+  const hash = createHash('sha256').update(table).digest('hex').slice(0, 8);
+  return `${table.slice(0, MAX_IDENTIFIER - suffix.length - 10)}_${hash}_${suffix}`;
+}
+
+/**
+ * Records up to this size come back inline with the claim decision; a larger one is read in parts of
+ * this size afterwards, each a statement of its own, so the statement timeout bounds the decision
+ * and each part, never the transfer of a whole large record.
+ */
+export const INLINE_RECORD_BYTES = 1 << 20;
+
+/** The claim function's name: `_claim2` since it returns the record's size (the first `_claim` stays for older pods). */
+export const CLAIM_SUFFIX = 'claim2';
 
 /**
  * The DDL of `PostgresStore`: a LOGGED table (a failover must not forget keys), an index for the
@@ -13,7 +41,8 @@ export interface PostgresNames {
  * place (the row lock makes a second claimant re-check the new version), else a read of the live row
  * in a new snapshot; when that row vanished in between (released, swept), it tries again. A single
  * `INSERT … ON CONFLICT DO NOTHING` followed by a read in the same statement would see no row when the
- * conflicting insert commits while it waits.
+ * conflicting insert commits while it waits. It hands back the record only up to `p_inline` bytes,
+ * and always its size and the row version (`xmin`) the parts of a larger one are read against.
  */
 export function postgresSchemaSql({ schema, table }: PostgresNames): string {
   const t = `"${schema}"."${table}"`;
@@ -26,13 +55,17 @@ export function postgresSchemaSql({ schema, table }: PostgresNames): string {
   expires_at timestamptz NOT NULL,
   record bytea
 );
-CREATE INDEX IF NOT EXISTS "${table}_expires_at" ON ${t} (expires_at);
-CREATE OR REPLACE FUNCTION "${schema}"."${table}_claim"(p_key text, p_owner text, p_fingerprint text, p_lease_ms integer)
-RETURNS TABLE (claimed boolean, state smallint, fingerprint text, record bytea)
+CREATE INDEX IF NOT EXISTS "${derivedName(table, 'expires_at')}" ON ${t} (expires_at);
+CREATE OR REPLACE FUNCTION "${schema}"."${derivedName(table, CLAIM_SUFFIX)}"(p_key text, p_owner text, p_fingerprint text, p_lease_ms integer, p_inline integer)
+RETURNS TABLE (claimed boolean, state smallint, fingerprint text, record bytea, record_size integer, version text)
 LANGUAGE plpgsql AS $claim$
 #variable_conflict use_column
 DECLARE
-  held ${t}%ROWTYPE;
+  v_state smallint;
+  v_fingerprint text;
+  v_record bytea;
+  v_size integer;
+  v_version text;
 BEGIN
   FOR attempt IN 1..10 LOOP
     INSERT INTO ${t} AS r (key, fingerprint, state, owner, expires_at, record)
@@ -42,12 +75,15 @@ BEGIN
           expires_at = EXCLUDED.expires_at, record = NULL
       WHERE r.expires_at <= clock_timestamp();
     IF FOUND THEN
-      RETURN QUERY SELECT true, NULL::smallint, NULL::text, NULL::bytea;
+      RETURN QUERY SELECT true, NULL::smallint, NULL::text, NULL::bytea, NULL::integer, NULL::text;
       RETURN;
     END IF;
-    SELECT * INTO held FROM ${t} r WHERE r.key = p_key AND r.expires_at > clock_timestamp();
+    SELECT r.state, r.fingerprint, octet_length(r.record),
+           CASE WHEN octet_length(r.record) <= p_inline THEN r.record END, r.xmin::text
+      INTO v_state, v_fingerprint, v_size, v_record, v_version
+      FROM ${t} r WHERE r.key = p_key AND r.expires_at > clock_timestamp();
     IF FOUND THEN
-      RETURN QUERY SELECT false, held.state, held.fingerprint, held.record;
+      RETURN QUERY SELECT false, v_state, v_fingerprint, v_record, v_size, v_version;
       RETURN;
     END IF;
   END LOOP;

@@ -6,6 +6,7 @@ import type {
   IdempotencyClaim,
   IdempotencyRecord,
   IdempotencyStore,
+  OwnedKey,
   PeekedEntry,
 } from '../interfaces/idempotency-store.interface.js';
 import type { SqlExecutor } from '../interfaces/idempotency-transactions.interface.js';
@@ -17,12 +18,26 @@ import {
   type PostgresPoolLike,
   type PostgresStoreOptions,
 } from './postgres-store.options.js';
-import { postgresSchemaSql, type PostgresNames } from './postgres.schema.js';
+import { CLAIM_SUFFIX, derivedName, INLINE_RECORD_BYTES, postgresSchemaSql, type PostgresNames } from './postgres.schema.js';
+import { NORMAL, PoolLanes, URGENT, type Lane } from './pool.lanes.js';
 import { DEFAULT_SWEEP_INTERVAL_MS, DEFAULT_TABLE_NAME, SWEEP_BATCH, SWEEP_BATCHES } from './sql-store.options.js';
 import { LazyConnection } from './lazy.connection.js';
 import { SqlSweeper } from './sql.sweeper.js';
 import { held, type HeldRow } from './sql.rows.js';
 import { encodeRecord } from './store-value.codec.js';
+
+/** The columns (and types, as `format_type` names them) the store reads and writes. */
+const POSTGRES_COLUMNS: Readonly<Record<string, string>> = {
+  key: 'text',
+  fingerprint: 'text',
+  state: 'smallint',
+  owner: 'text',
+  expires_at: 'timestamp with time zone',
+  record: 'bytea',
+};
+
+/** A record handed to {@link PostgresStore.completeIn} only for its already encoded value. */
+const SIZED: IdempotencyRecord = { fingerprint: '', response: { status: 0, headers: {}, body: Buffer.alloc(0) } };
 
 const OPTION_KEYS = [
   'connectionString',
@@ -35,7 +50,19 @@ const OPTION_KEYS = [
   'poolSize',
 ] as const;
 
-type ClaimRow = { claimed: true } | ({ claimed: false } & HeldRow);
+type ClaimRow = { claimed: true } | ({ claimed: false; record_size: number | null; version: string } & HeldRow);
+
+/** A record larger than this is committed on a connection of its own with a statement timeout scaled to its size. */
+const LARGE_RECORD_BYTES = 1 << 20;
+/** The slowest transfer a large record's statement is allowed, in bytes per ms (8 MB/s). */
+const BYTES_PER_MS = 8_000;
+/** How often a claim starts over when the large record it was reading in parts changed under it. */
+const PART_READ_ATTEMPTS = 3;
+/** The parts of a node-postgres pool client a large commit uses. */
+interface PoolClientLike {
+  query(config: { text: string; values?: unknown[]; query_timeout?: number }): Promise<{ rows: Record<string, unknown>[] }>;
+  release(err?: Error | boolean): void;
+}
 
 /**
  * An {@link IdempotencyStore} on PostgreSQL (node-postgres 8), shared by every pod: one LOGGED table,
@@ -51,6 +78,7 @@ export class PostgresStore implements IdempotencyStore {
   private readonly sweeper: SqlSweeper;
   private readonly connection = new LazyConnection(() => this.connect());
   private owned = false;
+  private lanes: PoolLanes | undefined;
 
   constructor(private readonly options: PostgresStoreOptions) {
     const where = 'PostgresStore';
@@ -84,22 +112,47 @@ export class PostgresStore implements IdempotencyStore {
   }
 
   async claim(key: string, claim: IdempotencyClaim): Promise<ClaimOutcome> {
-    const [row] = (await this.run(`SELECT * FROM ${this.qualified('claim')}($1, $2, $3, $4)`, [
-      key,
-      claim.owner,
-      claim.fingerprint,
-      claim.leaseMs,
-    ])) as unknown as ClaimRow[];
-    if (row.claimed) return { state: 'claimed' };
-    return held(row);
+    for (let attempt = 1; ; attempt++) {
+      const [row] = (await this.run(NORMAL, `SELECT * FROM ${this.qualified(CLAIM_SUFFIX)}($1, $2, $3, $4, $5)`, [
+        key,
+        claim.owner,
+        claim.fingerprint,
+        claim.leaseMs,
+        INLINE_RECORD_BYTES,
+      ])) as unknown as ClaimRow[];
+      if (row.claimed) return { state: 'claimed' };
+      if (row.record !== null || row.record_size === null) return held(row);
+      const record = await this.readParts(key, row.version, row.record_size);
+      if (record) return held({ ...row, record });
+      // The record changed (expired, taken over) while its parts were read: decide again.
+      if (attempt >= PART_READ_ATTEMPTS) throw new Error(STORE_ERRORS.recordMoving);
+    }
   }
 
+  /** A large record, read in parts of its row version `version`; `undefined` when the row changed. */
+  private async readParts(key: string, version: string, size: number): Promise<Buffer | undefined> {
+    const parts: Buffer[] = [];
+    for (let from = 0; from < size; from += INLINE_RECORD_BYTES) {
+      const [row] = (await this.run(
+        NORMAL,
+        `SELECT substring(record FROM $2 FOR $3) AS part FROM ${this.qualified()}
+         WHERE key = $1 AND xmin::text = $4 AND expires_at > clock_timestamp()`,
+        [key, from + 1, INLINE_RECORD_BYTES, version],
+      )) as { part: Buffer }[];
+      if (!row) return undefined;
+      parts.push(row.part);
+    }
+    return Buffer.concat(parts, size);
+  }
+
+  /** Answers when the table, its key and the claim function are as this release needs them. */
   async ping(): Promise<void> {
-    await this.run('SELECT 1', []);
+    await this.verify(await this.pool());
   }
 
   async peek(key: string): Promise<PeekedEntry | undefined> {
     const [row] = (await this.run(
+      NORMAL,
       `SELECT state, fingerprint, record, (extract(epoch FROM expires_at) * 1000)::float8 AS expires_at
        FROM ${this.qualified()} WHERE key = $1 AND expires_at > clock_timestamp()`,
       [key],
@@ -108,12 +161,47 @@ export class PostgresStore implements IdempotencyStore {
   }
 
   async forget(key: string): Promise<boolean> {
-    return this.fenced(`DELETE FROM ${this.qualified()} WHERE key = $1 AND expires_at > clock_timestamp()`, [key]);
+    return this.fenced(NORMAL, `DELETE FROM ${this.qualified()} WHERE key = $1 AND expires_at > clock_timestamp()`, [key]);
   }
 
-  /** The same statement as {@link completeIn}, on the store's own pool: one round trip either way. */
+  /**
+   * The same statement as {@link completeIn}, on the store's own pool: one round trip either way, in
+   * the urgent lane (a finished handler's commit never waits behind new claims). A large record gets
+   * a connection of its own whose statement timeout is scaled to its size.
+   */
   async commit(key: string, owner: string, record: IdempotencyRecord, ttlMs: number): Promise<boolean> {
-    return this.completeIn({ query: (text, values) => this.run(text, values) }, key, owner, record, ttlMs);
+    const value = encodeRecord(record);
+    if (value.length > LARGE_RECORD_BYTES) return this.commitLarge(key, owner, value, ttlMs);
+    return this.completeIn({ query: (text, values) => this.run(URGENT, text, values) }, key, owner, record, ttlMs, value);
+  }
+
+  private async commitLarge(key: string, owner: string, value: Buffer, ttlMs: number): Promise<boolean> {
+    const pool = await this.pool();
+    if (!pool.connect) {
+      return this.completeIn({ query: (text, values) => this.run(URGENT, text, values) }, key, owner, SIZED, ttlMs, value);
+    }
+    const timeoutMs = this.timeoutMs + Math.ceil(value.length / BYTES_PER_MS);
+    return this.lanes!.run(URGENT, async () => {
+      const client = (await pool.connect!()) as PoolClientLike;
+      try {
+        await client.query({ text: `SET statement_timeout = ${timeoutMs}` });
+        const done = await this.completeIn(
+          { query: async (text, values) => (await client.query({ text, values, query_timeout: timeoutMs })).rows },
+          key,
+          owner,
+          SIZED,
+          ttlMs,
+          value,
+        );
+        await client.query({ text: 'RESET statement_timeout' });
+        client.release();
+        return done;
+      } catch (err) {
+        // A connection whose timeout may still be the long one never goes back to the pool.
+        client.release(err as Error);
+        throw err;
+      }
+    });
   }
 
   /**
@@ -121,30 +209,48 @@ export class PostgresStore implements IdempotencyStore {
    * for drivers that number them `?`. An UPDATE's row count is not in every driver's answer (TypeORM
    * hands back `[rows, count]` for one), so a SELECT counts the updated rows: always one row.
    */
-  async completeIn(sql: SqlExecutor, key: string, owner: string, record: IdempotencyRecord, ttlMs: number): Promise<boolean> {
+  async completeIn(
+    sql: SqlExecutor,
+    key: string,
+    owner: string,
+    record: IdempotencyRecord,
+    ttlMs: number,
+    value: Buffer = encodeRecord(record),
+  ): Promise<boolean> {
     const [row] = (await sql.query(
       `WITH done AS (UPDATE ${this.qualified()} SET state = 1, owner = NULL, record = $1,
          expires_at = clock_timestamp() + $2::bigint * interval '1 millisecond'
        WHERE key = $3 AND owner = $4 AND state = 0 AND expires_at > clock_timestamp() RETURNING 1)
        SELECT count(*)::int AS completed FROM done`,
-      [encodeRecord(record), ttlMs, key, owner],
+      [value, ttlMs, key, owner],
     )) as { completed: number }[];
     return row.completed === 1;
   }
 
   async release(key: string, owner: string): Promise<boolean> {
     return this.fenced(
+      URGENT,
       `DELETE FROM ${this.qualified()} WHERE key = $1 AND owner = $2 AND state = 0 AND expires_at > clock_timestamp()`,
       [key, owner],
     );
   }
 
   async renew(key: string, owner: string, leaseMs: number): Promise<boolean> {
-    return this.fenced(
-      `UPDATE ${this.qualified()} SET expires_at = clock_timestamp() + $3::bigint * interval '1 millisecond'
-       WHERE key = $1 AND owner = $2 AND state = 0 AND expires_at > clock_timestamp()`,
-      [key, owner, leaseMs],
-    );
+    return (await this.renewAll([{ key, owner }], leaseMs))[0];
+  }
+
+  /** Every claim in one UPDATE: one round trip per tick, whatever the number of running handlers. */
+  async renewAll(claims: readonly OwnedKey[], leaseMs: number): Promise<boolean[]> {
+    const rows = (await this.run(
+      URGENT,
+      `UPDATE ${this.qualified()} AS r SET expires_at = clock_timestamp() + $3::bigint * interval '1 millisecond'
+       FROM unnest($1::text[], $2::text[]) AS c(key, owner)
+       WHERE r.key = c.key AND r.owner = c.owner AND r.state = 0 AND r.expires_at > clock_timestamp()
+       RETURNING r.key`,
+      [claims.map((c) => c.key), claims.map((c) => c.owner), leaseMs],
+    )) as { key: string }[];
+    const renewed = new Set(rows.map((r) => r.key));
+    return claims.map((c) => renewed.has(c.key));
   }
 
   /** Stops the sweep; closes the pool only when this store created it. */
@@ -161,12 +267,14 @@ export class PostgresStore implements IdempotencyStore {
     let deleted = 0;
     for (let batch = 0; batch < SWEEP_BATCHES; batch++) {
       const pool = await this.pool();
-      const result = await pool.query({
-        text: `DELETE FROM ${this.qualified()} WHERE key IN (
+      const result = await this.lanes!.run(NORMAL, () =>
+        pool.query({
+          text: `DELETE FROM ${this.qualified()} WHERE key IN (
                  SELECT key FROM ${this.qualified()} WHERE expires_at < clock_timestamp()
                  ORDER BY expires_at LIMIT ${SWEEP_BATCH} FOR UPDATE SKIP LOCKED)`,
-        query_timeout: this.timeoutMs,
-      });
+          query_timeout: this.timeoutMs,
+        }),
+      );
       deleted += result.rowCount ?? 0;
       if ((result.rowCount ?? 0) < SWEEP_BATCH) break;
     }
@@ -175,18 +283,18 @@ export class PostgresStore implements IdempotencyStore {
 
   private qualified(suffix?: string): string {
     const { schema, table } = this.names;
-    return `"${schema}"."${suffix ? `${table}_${suffix}` : table}"`;
+    return `"${schema}"."${suffix ? derivedName(table, suffix) : table}"`;
   }
 
-  private async fenced(text: string, values: unknown[]): Promise<boolean> {
+  private async fenced(lane: Lane, text: string, values: unknown[]): Promise<boolean> {
     const pool = await this.pool();
-    const result = await pool.query({ text, values, query_timeout: this.timeoutMs });
+    const result = await this.lanes!.run(lane, () => pool.query({ text, values, query_timeout: this.timeoutMs }));
     return result.rowCount === 1;
   }
 
-  private async run(text: string, values: unknown[]): Promise<Record<string, unknown>[]> {
+  private async run(lane: Lane, text: string, values: unknown[]): Promise<Record<string, unknown>[]> {
     const pool = await this.pool();
-    return (await pool.query({ text, values, query_timeout: this.timeoutMs })).rows;
+    return (await this.lanes!.run(lane, () => pool.query({ text, values, query_timeout: this.timeoutMs }))).rows;
   }
 
   /** The pool, connected and with its schema. */
@@ -196,7 +304,11 @@ export class PostgresStore implements IdempotencyStore {
 
   private async connect(): Promise<PostgresPoolLike> {
     const pool = this.options.pool ?? (await this.createPool());
+    // The application's pool serves its own queries too: its size, not ours, bounds what we hand it.
+    const size = this.options.pool ? ((pool as { options?: { max?: number } }).options?.max ?? DEFAULT_POOL_SIZE) : this.poolSize;
+    this.lanes = new PoolLanes(size, this.timeoutMs);
     if (this.options.createSchema !== false) await this.createSchema(pool);
+    await this.verify(pool);
     this.sweeper.start();
     return pool;
   }
@@ -215,6 +327,37 @@ export class PostgresStore implements IdempotencyStore {
     pool.on('error', (err: Error) => this.logger.error(LOGS.postgresIdleError(err.message)));
     this.owned = true;
     return pool;
+  }
+
+  /**
+   * Refuses a table this release cannot work with (made by hand or by an older migration): a wrong
+   * or missing column, no primary key on `key`, no claim function. Without it, such a table passed
+   * the start and answered 503 to every request, or stored a first response and 503 to every retry.
+   */
+  private async verify(pool: PostgresPoolLike): Promise<void> {
+    const { schema, table } = this.names;
+    const { rows } = await pool.query({
+      text: `SELECT to_regclass($1) IS NOT NULL AS found,
+         (SELECT coalesce(json_object_agg(a.attname, format_type(a.atttypid, a.atttypmod)), '{}')
+            FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped) AS columns,
+         EXISTS (SELECT 1 FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+            WHERE i.indrelid = to_regclass($1) AND i.indisunique AND i.indnatts = 1 AND a.attname = 'key') AS keyed,
+         to_regprocedure($2) IS NOT NULL AS claims`,
+      values: [`"${schema}"."${table}"`, `${this.qualified(CLAIM_SUFFIX)}(text, text, text, integer, integer)`],
+      query_timeout: this.timeoutMs,
+    });
+    const [found] = rows as { found: boolean; columns: Record<string, string>; keyed: boolean; claims: boolean }[];
+    const problems: string[] = [];
+    if (!found.found) problems.push(STORE_ERRORS.noTable);
+    else {
+      for (const [column, type] of Object.entries(POSTGRES_COLUMNS)) {
+        const got = found.columns[column];
+        if (got !== type) problems.push(STORE_ERRORS.column(column, type, got));
+      }
+      if (!found.keyed) problems.push(STORE_ERRORS.noPrimaryKey);
+    }
+    if (!found.claims) problems.push(STORE_ERRORS.noClaimFunction(this.qualified(CLAIM_SUFFIX)));
+    if (problems.length) throw new Error(STORE_ERRORS.schemaMismatch('PostgresStore', `"${schema}"."${table}"`, problems));
   }
 
   /** Two pods starting at once may both create the schema: a lost race is retried once the winner is done. */

@@ -8,6 +8,7 @@ import type {
   IdempotencyClaim,
   IdempotencyRecord,
   IdempotencyStore,
+  OwnedKey,
   PeekedEntry,
 } from '../interfaces/idempotency-store.interface.js';
 import { decodeEntry, encodeClaim, encodeRecord, ownerPrefix } from './store-value.codec.js';
@@ -81,6 +82,19 @@ export class RedisCache implements IdempotencyStore {
   async renew(key: string, owner: string, leaseMs: number): Promise<boolean> {
     const client = await this.client;
     return (await this.bounded(this.batched(client).nestjsIdempotencyRenew(key, ownerPrefix(owner), leaseMs))) === 1;
+  }
+
+  /**
+   * Every claim's script sent in the same turn, so they leave in one write (a pipeline) and their
+   * answers come back together: one round trip per tick. Each is routed by its own key, so it works
+   * on a Cluster too, where one script could not span keys of several slots.
+   */
+  async renewAll(claims: readonly OwnedKey[], leaseMs: number): Promise<boolean[]> {
+    const client = this.batched(await this.client);
+    const answers = await this.bounded(
+      Promise.all(claims.map((c) => client.nestjsIdempotencyRenew(c.key, ownerPrefix(c.owner), leaseMs))),
+    );
+    return answers.map((n) => n === 1);
   }
 
   /** PING, bounded by `commandTimeoutMs`, through the scripts: the check also proves they load. */

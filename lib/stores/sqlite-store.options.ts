@@ -16,6 +16,7 @@ export interface SqliteDatabaseLike {
 export interface SqliteStatementLike {
   run(...params: unknown[]): { changes: number };
   get(...params: unknown[]): unknown;
+  all(...params: unknown[]): unknown[];
 }
 
 /** Options of `SqliteStore`: a file (the store's own connection) or the application's open database. */
@@ -25,8 +26,9 @@ export interface SqliteStoreOptions extends SqlStoreOptions {
   /** An open better-sqlite3 `Database` the application owns: the store uses it and never closes it. */
   database?: SqliteDatabaseLike;
   /**
-   * How long a statement waits for another process's write lock, in ms (`busy_timeout`); past it the
-   * claim answers 503. Default `1_000`.
+   * How long a statement waits for another process's write lock, in ms; past it the claim answers
+   * 503. The wait is asynchronous (short tries with pauses between), so the event loop keeps serving
+   * other requests meanwhile. Default `1_000`.
    */
   busyTimeoutMs?: number;
   /** Clock in epoch ms; tests inject one. Default `Date.now`. */

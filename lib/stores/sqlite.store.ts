@@ -1,11 +1,12 @@
 import { Logger } from '@nestjs/common';
 import { MAX_TIMER_MS } from '../idempotency.constants.js';
-import { CONFIG_ERRORS } from '../idempotency.messages.js';
+import { CONFIG_ERRORS, STORE_ERRORS } from '../idempotency.messages.js';
 import type {
   ClaimOutcome,
   IdempotencyClaim,
   IdempotencyRecord,
   IdempotencyStore,
+  OwnedKey,
   PeekedEntry,
 } from '../interfaces/idempotency-store.interface.js';
 import { fail, integerIn, refuseUnknownKeys, sqlIdentifier } from '../options/option.validators.js';
@@ -32,6 +33,30 @@ interface Statements {
   peek: SqliteStatementLike;
   forget: SqliteStatementLike;
   claim: (key: string, claim: IdempotencyClaim, now: number) => HeldRow | undefined;
+  renewAll: (claims: readonly OwnedKey[], until: number, now: number) => boolean[];
+}
+
+/** The columns (and declared types) the store reads and writes. */
+const SQLITE_COLUMNS: Readonly<Record<string, string>> = {
+  key: 'TEXT',
+  fingerprint: 'TEXT',
+  state: 'INTEGER',
+  owner: 'TEXT',
+  expires_at: 'INTEGER',
+  record: 'BLOB',
+};
+
+/**
+ * How long SQLite itself waits for a lock, in ms. better-sqlite3 waits synchronously, stalling
+ * every other request of the process; past this the store waits asynchronously and tries again.
+ */
+const SYNC_BUSY_MS = 5;
+/** The longest pause between two tries of a locked statement. */
+const MAX_BUSY_PAUSE_MS = 50;
+
+function isBusy(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED'));
 }
 
 /**
@@ -71,48 +96,79 @@ export class SqliteStore implements IdempotencyStore {
   }
 
   async claim(key: string, claim: IdempotencyClaim): Promise<ClaimOutcome> {
-    const row = (await this.statements()).claim(key, claim, this.now());
+    const row = await this.locked((s) => s.claim(key, claim, this.now()));
     return row ? held(row) : { state: 'claimed' };
   }
 
-  /** A read of the table: fails when the file is gone, locked past the busy timeout or not ours. */
+  /** A read of the table, after checking it is the table this release needs. */
   async ping(): Promise<void> {
-    (await this.statements()).peek.get('', this.now());
+    const s = await this.statements();
+    this.verify(this.db!);
+    await this.locked(() => s.peek.get('', this.now()));
   }
 
   async peek(key: string): Promise<PeekedEntry | undefined> {
-    const row = (await this.statements()).peek.get(key, this.now()) as (HeldRow & { expires_at: number }) | undefined;
+    const row = (await this.locked((s) => s.peek.get(key, this.now()))) as (HeldRow & { expires_at: number }) | undefined;
     return row && { ...held(row), expiresAt: row.expires_at };
   }
 
   async forget(key: string): Promise<boolean> {
-    return (await this.statements()).forget.run(key, this.now()).changes === 1;
+    return (await this.locked((s) => s.forget.run(key, this.now()).changes)) === 1;
   }
 
   async commit(key: string, owner: string, record: IdempotencyRecord, ttlMs: number): Promise<boolean> {
-    const now = this.now();
-    return (await this.statements()).commit.run(encodeRecord(record), now + ttlMs, key, owner, now).changes === 1;
+    const value = encodeRecord(record);
+    return (
+      (await this.locked((s) => {
+        const now = this.now();
+        return s.commit.run(value, now + ttlMs, key, owner, now).changes;
+      })) === 1
+    );
   }
 
   async release(key: string, owner: string): Promise<boolean> {
-    return (await this.statements()).release.run(key, owner, this.now()).changes === 1;
+    return (await this.locked((s) => s.release.run(key, owner, this.now()).changes)) === 1;
   }
 
   async renew(key: string, owner: string, leaseMs: number): Promise<boolean> {
-    const now = this.now();
-    return (await this.statements()).renew.run(now + leaseMs, key, owner, now).changes === 1;
+    return (await this.renewAll([{ key, owner }], leaseMs))[0];
+  }
+
+  /** Every claim in one transaction. */
+  async renewAll(claims: readonly OwnedKey[], leaseMs: number): Promise<boolean[]> {
+    return this.locked((s) => {
+      const now = this.now();
+      return s.renewAll(claims, now + leaseMs, now);
+    });
   }
 
   /** Deletes expired rows in batches. */
   async sweep(): Promise<number> {
-    const { sweep } = await this.statements();
     let deleted = 0;
     for (let batch = 0; batch < SWEEP_BATCHES; batch++) {
-      const { changes } = sweep.run(this.now());
+      const changes = await this.locked((s) => s.sweep.run(this.now()).changes);
       deleted += changes;
       if (changes < SWEEP_BATCH) break;
     }
     return deleted;
+  }
+
+  /**
+   * Runs `work` (one synchronous statement or transaction); while another connection holds the
+   * lock, tries again after a pause that doubles, for `busyTimeoutMs` in all. The waiting is
+   * asynchronous: one locked key never stalls the other requests of the process.
+   */
+  private async locked<T>(work: (s: Statements) => T): Promise<T> {
+    const s = await this.statements();
+    const deadline = Date.now() + this.busyTimeoutMs;
+    for (let pause = 1; ; pause = Math.min(pause * 2, MAX_BUSY_PAUSE_MS)) {
+      try {
+        return work(s);
+      } catch (err) {
+        if (!isBusy(err) || Date.now() + pause > deadline) throw err;
+      }
+      await new Promise((r) => setTimeout(r, pause));
+    }
   }
 
   /** Stops the sweep; closes the database only when this store opened it. */
@@ -132,8 +188,9 @@ export class SqliteStore implements IdempotencyStore {
   private async prepare(): Promise<Statements> {
     const db = this.options.database ?? (await this.openFile(this.options.filename!));
     this.db = db;
-    db.pragma(`busy_timeout = ${this.busyTimeoutMs}`);
+    db.pragma(`busy_timeout = ${Math.min(SYNC_BUSY_MS, this.busyTimeoutMs)}`);
     if (this.options.createSchema !== false) db.exec(this.schemaSql());
+    this.verify(db);
     const t = `"${this.table}"`;
     const live = db.prepare(`SELECT state, fingerprint, record, expires_at FROM ${t} WHERE key = ? AND expires_at > ?`);
     // Inserts, or takes over an expired row in place; RETURNING yields a row only when it did.
@@ -149,11 +206,15 @@ export class SqliteStore implements IdempotencyStore {
       return live.get(key, now) as HeldRow;
     });
     const mine = `key = ? AND owner = ? AND state = 0 AND expires_at > ?`;
+    const renew = db.prepare(`UPDATE ${t} SET expires_at = ? WHERE ${mine}`);
+    const renewAll = db.transaction((claims: readonly OwnedKey[], until: number, now: number) =>
+      claims.map((c) => renew.run(until, c.key, c.owner, now).changes === 1),
+    );
     this.sweeper.start();
     return {
       commit: db.prepare(`UPDATE ${t} SET state = 1, owner = NULL, record = ?, expires_at = ? WHERE ${mine}`),
       release: db.prepare(`DELETE FROM ${t} WHERE ${mine}`),
-      renew: db.prepare(`UPDATE ${t} SET expires_at = ? WHERE ${mine}`),
+      renew,
       peek: live,
       forget: db.prepare(`DELETE FROM ${t} WHERE key = ? AND expires_at > ?`),
       sweep: db.prepare(
@@ -161,7 +222,31 @@ export class SqliteStore implements IdempotencyStore {
       ),
       // IMMEDIATE: the write lock is taken at the start, so two processes never deadlock upgrading a read.
       claim: (key, c, now) => claim.immediate(key, c, now),
+      renewAll: (claims, until, now) => renewAll.immediate(claims, until, now),
     };
+  }
+
+  /**
+   * Refuses a table this release cannot work with (made by hand or by an older migration): a wrong
+   * or missing column, or no primary key on `key` alone.
+   */
+  private verify(db: SqliteDatabaseLike): void {
+    const columns = db.prepare(`SELECT name, type, pk FROM pragma_table_info(?)`).all(this.table) as {
+      name: string;
+      type: string;
+      pk: number;
+    }[];
+    const problems: string[] = [];
+    if (columns.length === 0) problems.push(STORE_ERRORS.noTable);
+    else {
+      const found = new Map(columns.map((c) => [c.name, c]));
+      for (const [name, type] of Object.entries(SQLITE_COLUMNS)) {
+        const got = found.get(name)?.type.toUpperCase();
+        if (got !== type) problems.push(STORE_ERRORS.column(name, type, got));
+      }
+      if (found.get('key')?.pk !== 1 || columns.some((c) => c.pk > 1)) problems.push(STORE_ERRORS.noPrimaryKey);
+    }
+    if (problems.length) throw new Error(STORE_ERRORS.schemaMismatch('SqliteStore', `"${this.table}"`, problems));
   }
 
   private async openFile(filename: string): Promise<SqliteDatabaseLike> {

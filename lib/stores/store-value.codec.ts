@@ -105,7 +105,11 @@ function versioned(value: Buffer): HeldEntry | undefined {
  * (readable or sealed), or unreadable when a newer release wrote it.
  */
 export function readRecord(value: Buffer): HeldEntry {
-  return versioned(value) ?? { state: 'completed', record: decodeRecord(value) };
+  const entry = versioned(value);
+  if (entry) return entry;
+  // A damaged tag or head may stand for a charge all the same: unreadable, never a store failure.
+  const record = value[0] === RECORD_TAG ? checkedRecord(value) : undefined;
+  return record ? { state: 'completed', record } : { state: 'unreadable', reason: STORE_ERRORS.damagedRecord };
 }
 
 /**

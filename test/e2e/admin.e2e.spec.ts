@@ -29,7 +29,7 @@ async function plantFutureRecord(cache: IdempotencyStore, key: string): Promise<
     const db = (cache as unknown as { db: { prepare(sql: string): { run(...args: unknown[]): unknown } } }).db;
     db.prepare(`INSERT INTO idempotency_records VALUES (?, 'fp', 1, NULL, ?, ?)`).run(key, Number.MAX_SAFE_INTEGER, value);
   } else {
-    await raw.run.call(cache, `INSERT INTO idempotency_records VALUES ($1, 'fp', 1, NULL, 'infinity', $2)`, [key, value]);
+    await raw.run.call(cache, 1, `INSERT INTO idempotency_records VALUES ($1, 'fp', 1, NULL, 'infinity', $2)`, [key, value]);
   }
 }
 

@@ -53,7 +53,8 @@ function rawOf(cache: IdempotencyStore, redis?: Redis): Raw {
       write: async (k, v) => void (await redis!.set(k, v, 'KEEPTTL')),
     };
   }
-  const run = (inner.run as (text: string, values: unknown[]) => Promise<{ record: Buffer }[]>).bind(cache);
+  const run = (text: string, values: unknown[]) =>
+    (inner.run as (lane: number, text: string, values: unknown[]) => Promise<{ record: Buffer }[]>).call(cache, 1, text, values);
   return {
     read: async (k) => (await run('SELECT record FROM idempotency_records WHERE key = $1', [k]))[0].record,
     write: async (k, v) => void (await run('UPDATE idempotency_records SET record = $1 WHERE key = $2', [v, k])),

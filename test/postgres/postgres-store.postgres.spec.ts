@@ -62,7 +62,8 @@ describePg('PostgresStore', () => {
     undefined,
     async (store, key, value, ttlMs) => {
       // As a newer release would commit it: a record row.
-      await (store as unknown as { run: (text: string, values: unknown[]) => Promise<unknown> }).run(
+      await (store as unknown as { run: (lane: number, text: string, values: unknown[]) => Promise<unknown> }).run(
+        1,
         `INSERT INTO "public"."idempotency_records" (key, fingerprint, state, owner, expires_at, record)
        VALUES ($1, 'fp-future', 1, NULL, clock_timestamp() + $2::bigint * interval '1 millisecond', $3)`,
         [key, ttlMs, value],

@@ -79,7 +79,7 @@ describe('SqliteStore', () => {
       () => 'no error',
       (err: Error) => err.message,
     );
-    expect(failure).toMatch(/no such table: idem_keys/);
+    expect(failure).toMatch(/SqliteStore: table "idem_keys" is not what this release needs: the table does not exist/);
     database.exec(s.schemaSql());
     expect(await s.claim('k', claim('a'))).toEqual({ state: 'claimed' });
   });

@@ -3,6 +3,7 @@ import { CANONICAL_TAG, functionTag, RAW_TAG } from '../../lib/utils/fingerprint
 
 /** A claim as the protocol hands it out, for tests of what is done with one (commit, renewal). */
 export function activeClaim(over: Partial<ActiveClaim> = {}): ActiveClaim {
+  const claimedAt = over.claimedAt ?? Date.now();
   return {
     key: 'k',
     cacheKey: 'idem:%:k',
@@ -11,7 +12,8 @@ export function activeClaim(over: Partial<ActiveClaim> = {}): ActiveClaim {
     ttlMs: 500,
     route: 'Pay.create',
     leaseMs: 60_000,
-    claimedAt: Date.now(),
+    claimedAt,
+    heldUntil: claimedAt + (over.leaseMs ?? 60_000),
     method: 'POST',
     storeMs: 0,
     ...over,

@@ -35,7 +35,7 @@ export function createProtocol(options: IdempotencyModuleOptions = {}, moduleRef
 /** Stops every lease timer {@link createProtocol} started; call it inside a describe. */
 export function destroyProtocolsAfterEach(): void {
   afterEach(() => {
-    for (const leases of renewers) leases.onModuleDestroy();
+    for (const leases of renewers) (leases as unknown as { stop(): void }).stop();
     renewers.clear();
   });
 }

@@ -1,0 +1,105 @@
+import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
+import { Body, Controller, type INestApplication, Injectable, Logger, Post } from '@nestjs/common';
+import { Idempotent, IdempotencyModule, PostgresStore } from '../../lib/index.js';
+import { ADAPTERS, listen, startApp } from '../support/app.js';
+import { LatencyProxy } from '../support/latency-proxy.js';
+import { pooled } from '../support/pod.js';
+import { PostgresServer, postgresAvailable } from '../support/postgres-server.js';
+import { sleep } from '../support/timing.js';
+
+const describePg = postgresAvailable('PostgreSQL burst suite') ? describe : describe.skip;
+
+/** Handler runs per key. */
+@Injectable()
+class Ledger {
+  readonly runs = new Map<string, number>();
+}
+
+const HANDLER_MS = 2_500;
+
+@Controller('burst')
+class BurstController {
+  constructor(private readonly ledger: Ledger) {}
+
+  @Post()
+  @Idempotent()
+  async charge(@Body() body: { key: string }): Promise<{ key: string; run: number }> {
+    const run = (this.ledger.runs.get(body.key) ?? 0) + 1;
+    this.ledger.runs.set(body.key, run);
+    await sleep(HANDLER_MS);
+    return { key: body.key, run };
+  }
+}
+
+// H16 (issue 22 item 1): held claims × round trip beyond tick × pool size let leases lapse under
+// running handlers, and commits starve behind duplicates' claims. PostgreSQL "in another zone"
+// (3 ms each way through a proxy), a pool of one connection, a lease shorter than the handlers.
+describePg.each(ADAPTERS)('a burst on a small pool of a distant PostgreSQL, on %s', (adapter) => {
+  let server: PostgresServer;
+  let proxy: LatencyProxy;
+  let app: INestApplication;
+  let base: string;
+  let ledger: Ledger;
+  beforeAll(async () => {
+    server = await PostgresServer.start();
+    const url = await server.createDatabase(`burst_${adapter}_${process.pid}`);
+    proxy = await LatencyProxy.start(Number(new URL(url).port), 3);
+    const store = new PostgresStore({ connectionString: proxy.url(url), poolSize: 1 });
+    app = await startApp(adapter, {
+      imports: [IdempotencyModule.forRoot({ cache: store, leaseMs: 1_500 })],
+      controllers: [BurstController],
+      providers: [Ledger],
+    });
+    base = await listen(app);
+    ledger = app.get(Ledger);
+  }, 60_000);
+  afterAll(async () => {
+    await app?.close();
+    await proxy?.close();
+    await server?.destroy();
+  });
+
+  const post = async (key: string) => {
+    const res = await fetch(`${base}/burst`, {
+      method: 'POST',
+      headers: { 'idempotency-key': key, 'content-type': 'application/json' },
+      body: JSON.stringify({ key }),
+    });
+    return { status: res.status, text: await res.text(), replayed: res.headers.get('idempotent-replayed') === 'true' };
+  };
+
+  it('120 handlers longer than the lease, duplicates every 200 ms: each runs once and every key commits', async () => {
+    const quiet = [jest.spyOn(Logger.prototype, 'error'), jest.spyOn(Logger.prototype, 'warn')].map((s) =>
+      s.mockImplementation(() => undefined),
+    );
+    try {
+      const keys = Array.from({ length: 120 }, (_, i) => `burst-${adapter}-${i}`);
+      const firsts = await Promise.all(
+        keys.map(async (key) => {
+          const first = post(key);
+          let done = false;
+          void first.finally(() => (done = true));
+          // Duplicates while the first runs: at most 20 per key, so the loop is bounded.
+          for (let i = 0; i < 20 && !done; i++) {
+            await sleep(200);
+            if (!done) await post(key);
+          }
+          return first;
+        }),
+      );
+      expect(firsts.filter((r) => r.status !== 201)).toEqual([]);
+      const doubles = keys.filter((k) => ledger.runs.get(k) !== 1);
+      expect(doubles).toEqual([]);
+      // Every key committed: a retry replays, it is neither 409 (stuck claim) nor a second run.
+      // Four at a time: a burst of 120 claims on one distant connection would rightly wait past the timeout (503).
+      const retries = await pooled(
+        4,
+        keys.map((k) => () => post(k)),
+      );
+      expect(retries.filter((r) => r.status !== 201 || !r.replayed)).toEqual([]);
+      expect(retries.map((r) => r.text)).toEqual(firsts.map((r) => r.text));
+    } finally {
+      for (const spy of quiet) spy.mockRestore();
+    }
+  }, 120_000);
+});
