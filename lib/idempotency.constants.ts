@@ -38,6 +38,10 @@ export const DEFAULT_MAX_HOLD_MS = 600_000;
 export const MAX_TIMER_MS = 2_147_483_647;
 /** The longest `ttlMs`: 365 days. */
 export const MAX_TTL_MS = 31_536_000_000;
+/** The largest response body kept for replay by default: 8 MiB. */
+export const DEFAULT_MAX_RESPONSE_BYTES = 8 * 1024 * 1024;
+/** The largest `maxResponseBytes`: 512 MiB, Redis's largest value. */
+export const MAX_RESPONSE_BYTES = 512 * 1024 * 1024;
 export const DEFAULT_HEADER_NAME = 'idempotency-key';
 /** Identifiers, not links: `errorFormat: 'problem+json'` users point `problemTypeBaseUrl` at their docs. */
 export const DEFAULT_PROBLEM_TYPE_BASE_URL = 'urn:nestjs-idempotency:problem:';

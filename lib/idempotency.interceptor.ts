@@ -57,6 +57,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const { options } = this.service;
     let claim: ActiveClaim | undefined;
     try {
+      if (this.leases.draining) throw this.service.shuttingDown();
       claim = await this.service.begin(request, context, route);
     } catch (err) {
       if (options.echoKeyHeader && !isKeyError(err)) echoKey(request, response, options.headerName);
@@ -86,9 +87,15 @@ export class IdempotencyInterceptor implements NestInterceptor {
       let status = 0;
       let headers: Record<string, unknown> = {};
 
+      const unhold = (): void => this.leases.unhold(claim);
       const settle = (work: Promise<void>): Promise<void> => {
         settled = true;
-        return work.finally(() => this.leases.unhold(claim));
+        return work.finally(unhold);
+      };
+      // The lease stays held (and renewed) while a failed commit is tried again in the background.
+      const commit = (stored: StoredResponse): Promise<void> => {
+        settled = true;
+        return this.service.commit(claim, stored, unhold);
       };
       const giveUp = (why: string): void => {
         if (settled) return;
@@ -99,7 +106,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       // on already, as it was emitted.
       const storeResult = (): Promise<void> => {
         if (settled) return Promise.resolve();
-        return settle(this.service.commit(claim, renderValue(last, status, headers, before, adapter)));
+        return commit(renderValue(last, status, headers, before, adapter));
       };
       const detach = (why: string): void => {
         if (detached) return;
@@ -118,7 +125,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
           // An outer layer failed after the handler succeeded: what goes out is its error, which is
           // never stored; a retry gets the handler's result.
           if (stored.status >= 400 && stored.status !== status) return storeResult();
-          return settle(this.service.commit(claim, stored));
+          return commit(stored);
         },
         onStream: () => giveUp(LOGS.streamed),
       });

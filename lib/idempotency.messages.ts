@@ -19,6 +19,9 @@ export const MESSAGES = {
   unreadBody:
     "request body is read by no body parser, so it cannot be checked against the key; register a parser for its media type (e.g. app.useBodyParser('text'))",
   unavailable: 'idempotency store unavailable; retry shortly',
+  shuttingDown: 'the server is shutting down; retry shortly',
+  tooLargeToReplay: (max: number) =>
+    `the request with this key was processed, but its response was over ${max} bytes and was not kept, so it cannot be sent again`,
   unreadable: 'the stored response for this key cannot be read at the moment; retry shortly',
   noScope: 'the caller scope of this request could not be resolved',
   /** 409 on a transactional route whose fixed lease ran out: its writes were rolled back. */
@@ -47,6 +50,8 @@ export const PROBLEM_TITLES: Readonly<Record<IdempotencyErrorCode, string>> = {
   'transaction-timed-out': 'Transaction timed out',
   'not-committed': 'Request was not committed',
   'record-unreadable': 'Stored response cannot be read',
+  'response-too-large': 'Response was too large to keep',
+  'shutting-down': 'Server is shutting down',
 };
 
 /**
@@ -84,7 +89,12 @@ export const LOGS = {
   claimFailed: (route: string, reason: string) => `${route}: claim failed, answering 503: ${reason}`,
   unreadable: (route: string, reason: string) => `${route}: answering 503: ${reason}`,
   takenOver: (route: string) => `${route}: response not stored: the claim had expired and the key was taken over`,
-  commitFailed: (route: string, reason: string) => `${route}: response not stored, the claim expires with its lease: ${reason}`,
+  commitFailed: (route: string) =>
+    `${route}: response not stored: the store did not answer while the lease was held; the claim expires with its lease`,
+  commitRetrying: (route: string, reason: string) => `${route}: commit failed, retrying while the lease is held: ${reason}`,
+  committedLate: (route: string) => `${route}: response stored after the commit was retried`,
+  tooLargeToStore: (route: string, bytes: number, max: number) =>
+    `${route}: response of ${bytes} bytes is over maxResponseBytes (${max}): the key keeps a response-too-large record instead`,
   releaseFailed: (route: string, reason: string) => `${route}: claim not released, it expires with its lease: ${reason}`,
   heldTooLong: (route: string, maxHoldMs: number) =>
     `${route}: the handler has held its key for ${maxHoldMs} ms (maxHoldMs) without finishing; the lease is no longer renewed and lapses, after which a retry runs the handler again`,
@@ -146,6 +156,17 @@ export const STORE_ERRORS = {
     `the key's record, sealed with encryption key ${id}, failed authentication (altered, or moved from another key): forget the record`,
   notEncrypted:
     "the key's record is sealed, but this application has no encryption option: configure its keys, or forget the record",
+  damagedRecord:
+    "the key's record is damaged (its format tag or head cannot be read); it is neither replayed nor run again: forget the record",
+  recordMoving: 'the large record of the key changed each time it was read; try again',
+  noTable: 'the table does not exist (createSchema is false: run schemaSql() in a migration)',
+  column: (name: string, type: string, got: string | undefined) =>
+    got === undefined ? `column ${name} (${type}) is missing` : `column ${name} is ${got}, not ${type}`,
+  noPrimaryKey: 'column key is not its primary key (two claims of one key could both succeed)',
+  noClaimFunction: (name: string) => `the claim function ${name} is missing (run this release's schemaSql())`,
+  schemaMismatch: (store: string, table: string, problems: string[]) =>
+    `${store}: table ${table} is not what this release needs: ${problems.join('; ')}`,
+  poolBusy: (ms: number) => `no PostgreSQL connection was free for the store within ${ms} ms`,
   damagedSealed: 'the key holds a sealed record without its fingerprint line (damaged); it is neither replayed nor run again',
   newerFormat: (format: number, known: number) =>
     `the key's record is in format ${format}, written by a newer release (this one reads up to ${known}); it is neither replayed nor run again until the deploy is complete`,

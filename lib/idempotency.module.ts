@@ -2,6 +2,7 @@ import {
   type DynamicModule,
   Inject,
   Module,
+  type BeforeApplicationShutdown,
   type OnApplicationShutdown,
   type OnModuleInit,
   Optional,
@@ -104,9 +105,12 @@ const EXPORTS = [
  * store of its own unless `cache` is given.
  */
 @Module({})
-export class IdempotencyModule implements OnModuleInit, OnApplicationShutdown {
+export class IdempotencyModule implements OnModuleInit, BeforeApplicationShutdown, OnApplicationShutdown {
   // Optional: imported without forRoot() the module provides nothing, and has nothing to close.
-  constructor(@Optional() @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options?: ResolvedIdempotencyOptions) {}
+  constructor(
+    @Optional() @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options?: ResolvedIdempotencyOptions,
+    @Optional() private readonly leases?: LeaseRenewer,
+  ) {}
 
   static forRoot(options: IdempotencyModuleRootOptions = {}): DynamicModule {
     const { isGlobal = true, ...moduleOptions } = options;
@@ -155,7 +159,19 @@ export class IdempotencyModule implements OnModuleInit, OnApplicationShutdown {
     await this.options?.store.open?.();
   }
 
-  /** Closes what the store opened (a Redis client it created); a client the application passed in stays open. */
+  /**
+   * On a graceful shutdown (after every module's `onModuleDestroy`, before the HTTP server closes and
+   * before any `onApplicationShutdown`, where applications close their database pools): new requests
+   * with a key get 503 and Retry-After (their client retries on another pod), and the shutdown waits
+   * until every handler still running has committed or released its key, renewing the leases
+   * meanwhile. Then the store closes (a Redis client it created; a client the application passed in
+   * stays open). Closed earlier, a handler finishing during a rolling deploy lost its key to a retry
+   * on another pod, or could not commit.
+   */
+  async beforeApplicationShutdown(): Promise<void> {
+    await this.leases?.drain();
+  }
+
   async onApplicationShutdown(): Promise<void> {
     await this.options?.store.close?.();
   }

@@ -8,6 +8,7 @@ import { hasUnreadBody, type HttpRequestLike, requestTarget } from './http/reque
 import { ResponseSealer, UnsealableRecord } from './encryption/response.sealer.js';
 import { IdempotencyObserver } from './events/idempotency.observer.js';
 import { IdentityResolverLoader } from './identity-resolver.loader.js';
+import { errorResponse } from './idempotency.answers.js';
 import type { IdempotencyErrorCode } from './interfaces/idempotency-error.interface.js';
 import type { IdempotencyOutcome } from './interfaces/idempotency-event.interface.js';
 import type { ActiveClaim } from './interfaces/active-claim.interface.js';
@@ -34,11 +35,16 @@ const OUTCOMES: Partial<Record<IdempotencyErrorCode, IdempotencyOutcome>> = {
   'key-reused': 'mismatch',
   'store-unavailable': 'store-unavailable',
   'record-unreadable': 'store-unavailable',
+  'shutting-down': 'store-unavailable',
 };
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as { then?: unknown } | null | undefined)?.then === 'function';
 }
+
+/** First pause before a failed commit is tried again; it doubles up to {@link MAX_COMMIT_RETRY_MS}. */
+const COMMIT_RETRY_MS = 100;
+const MAX_COMMIT_RETRY_MS = 2_000;
 
 /** First pause before a claim that failed is released again; it doubles after each failure. */
 const ABANDON_RETRY_MS = 100;
@@ -135,9 +141,11 @@ export class IdempotencyService {
       route: route.id,
       leaseMs: route.leaseMs,
       claimedAt: Date.now(),
+      heldUntil: 0,
       method: request.method,
       storeMs: 0,
     };
+    claim.heldUntil = claim.claimedAt + route.leaseMs;
     let outcome;
     const startedAt = this.observer.now();
     try {
@@ -171,6 +179,11 @@ export class IdempotencyService {
     }
   }
 
+  /** The answer to a request with a key while the application shuts down: its client retries elsewhere. */
+  shuttingDown(): IdempotencyException {
+    return new IdempotencyException(503, MESSAGES.shuttingDown, RETRY_AFTER, 'shutting-down');
+  }
+
   /** The response of a record to replay: opened when sealed; one that cannot be opened is unreadable. */
   private replayable(storeKey: string, record: IdempotencyRecord, route: ResolvedRouteOptions): StoredResponse {
     try {
@@ -187,23 +200,89 @@ export class IdempotencyService {
     return new IdempotencyException(503, MESSAGES.unreadable, RETRY_AFTER, 'record-unreadable');
   }
 
-  /** Stores the response in place of the claim. Never throws: the client gets its response regardless. */
-  async commit(claim: ActiveClaim, response: StoredResponse): Promise<void> {
-    const startedAt = this.observer.now();
-    let stored = false;
-    try {
-      stored = await this.options.store.commit(claim.cacheKey, claim.owner, this.recordOf(claim, response), claim.ttlMs);
-      if (!stored) this.logger.warn(LOGS.takenOver(claim.route));
-    } catch (err) {
-      this.logger.error(LOGS.commitFailed(claim.route, (err as Error).message));
+  /**
+   * Stores the response in place of the claim. Never throws: the client gets its response regardless.
+   * Resolves after the first attempt, so the response waits for one store round trip only. A commit
+   * that failed (the store restarted, a lock was held) is tried again in the background, with a
+   * doubling pause, for as long as the lease is held (the renewer keeps renewing it meanwhile): an
+   * outage shorter than the lease never lets a retry run the handler again. `settled` is called once
+   * the key's fate is decided, stored or given up.
+   */
+  async commit(claim: ActiveClaim, response: StoredResponse, settled?: () => void): Promise<void> {
+    claim.settling = true;
+    const record = this.recordOf(claim, response);
+    const first = await this.tryCommit(claim, record);
+    if (first === undefined) {
+      void this.retryCommit(claim, record, response.status).finally(settled);
+      return;
     }
-    claim.storeMs += this.observer.stored('commit', startedAt);
-    this.outcome(claim, stored ? 'executed' : 'not-stored', response.status);
+    this.committed(claim, first, response.status);
+    settled?.();
   }
 
-  /** What is stored for the claim's response: sealed when `encryption` is on. */
+  /** One fenced commit: `true` stored, `false` the claim was not ours any more, `undefined` the store failed. */
+  private async tryCommit(claim: ActiveClaim, record: IdempotencyRecord): Promise<boolean | undefined> {
+    const startedAt = this.observer.now();
+    try {
+      return await this.options.store.commit(claim.cacheKey, claim.owner, record, claim.ttlMs);
+    } catch (err) {
+      this.logger.warn(LOGS.commitRetrying(claim.route, (err as Error).message));
+      return undefined;
+    } finally {
+      claim.storeMs += this.observer.stored('commit', startedAt);
+    }
+  }
+
+  private async retryCommit(claim: ActiveClaim, record: IdempotencyRecord, status: number): Promise<void> {
+    // For one lease at most: a commit the store keeps refusing while it renews (a value it cannot
+    // take) must not hold the key until maxHoldMs.
+    const deadline = Date.now() + claim.leaseMs;
+    for (let pause = COMMIT_RETRY_MS; ; pause = Math.min(pause * 2, MAX_COMMIT_RETRY_MS)) {
+      // Past the lease as far as this process knows (or a renewal found it gone), a fenced commit can only fail: give up.
+      let giveUp = Date.now() + pause >= Math.min(claim.heldUntil, deadline);
+      if (!giveUp) {
+        await new Promise((r) => setTimeout(r, pause));
+        giveUp = claim.lost === true;
+      }
+      if (giveUp) {
+        this.logger.error(LOGS.commitFailed(claim.route));
+        this.outcome(claim, 'not-stored', status);
+        return;
+      }
+      const stored = await this.tryCommit(claim, record);
+      if (stored !== undefined) {
+        if (stored) this.logger.log(LOGS.committedLate(claim.route));
+        this.committed(claim, stored, status);
+        return;
+      }
+    }
+  }
+
+  private committed(claim: ActiveClaim, stored: boolean, status: number): void {
+    if (!stored) this.logger.warn(LOGS.takenOver(claim.route));
+    this.outcome(claim, stored ? 'executed' : 'not-stored', status);
+  }
+
+  /**
+   * What is stored for the claim's response: sealed when `encryption` is on. A body over
+   * `maxResponseBytes` is not kept: the record holds the response's status and a short JSON body
+   * saying so (`response-too-large`), which retries get for the ttl; the handler never runs again.
+   */
   recordOf(claim: ActiveClaim, response: StoredResponse): IdempotencyRecord {
-    return this.sealer.record(claim.cacheKey, claim.fingerprint, response);
+    const kept = response.body.length > this.options.maxResponseBytes ? this.tooLarge(claim, response) : response;
+    return this.sealer.record(claim.cacheKey, claim.fingerprint, kept);
+  }
+
+  private tooLarge(claim: ActiveClaim, response: StoredResponse): StoredResponse {
+    const { maxResponseBytes } = this.options;
+    this.logger.warn(LOGS.tooLargeToStore(claim.route, response.body.length, maxResponseBytes));
+    const note = new IdempotencyException(
+      response.status,
+      MESSAGES.tooLargeToReplay(maxResponseBytes),
+      NO_HEADERS,
+      'response-too-large',
+    );
+    return errorResponse(note, this.options);
   }
 
   /**
@@ -211,6 +290,7 @@ export class IdempotencyService {
    * `outcome` is what the request comes to: by default a handler's error.
    */
   async release(claim: ActiveClaim, outcome: IdempotencyOutcome = 'released', answer?: IdempotencyException): Promise<void> {
+    claim.settling = true;
     const startedAt = this.observer.now();
     try {
       await this.options.store.release(claim.cacheKey, claim.owner);

@@ -1,4 +1,4 @@
-import { Inject, Injectable, type OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, type OnApplicationShutdown } from '@nestjs/common';
 import Database from 'better-sqlite3';
 
 export const DATABASE_PATH = Symbol('DATABASE_PATH');
@@ -23,7 +23,7 @@ export interface OrderRow {
 
 /** The sample's persistence: SQLite, parameterised statements only. */
 @Injectable()
-export class DatabaseService implements OnModuleDestroy {
+export class DatabaseService implements OnApplicationShutdown {
   private readonly db: Database.Database;
   private readonly insertPayment: Database.Statement;
   private readonly insertOrder: Database.Statement;
@@ -88,7 +88,11 @@ export class DatabaseService implements OnModuleDestroy {
     return this.db;
   }
 
-  onModuleDestroy(): void {
+  /**
+   * Closed once the HTTP server has drained, not in onModuleDestroy (which Nest runs first): a
+   * handler still running during a graceful shutdown must still be able to write its payment.
+   */
+  onApplicationShutdown(): void {
     this.db.close();
   }
 }

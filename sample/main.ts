@@ -66,7 +66,8 @@ async function serveOpenApi(app: INestApplication): Promise<void> {
  * The sample payments API. Environment: PORT (3000), HOST (127.0.0.1), ADAPTER ('express' or 'fastify'),
  * DATABASE (SQLite file, default 'payments.db'), STORE ('sqlite' (default: records beside the payments),
  * 'memory', 'redis' with REDIS_URL, 'postgres' with DATABASE_URL), IDEMPOTENCY_LEASE_MS,
- * PAYMENT_PROVIDER_LATENCY_MS (simulated provider call).
+ * PAYMENT_PROVIDER_LATENCY_MS (simulated provider call), FORCE_CLOSE_CONNECTIONS=1 (Nest's
+ * forceCloseConnections). Shutdown hooks are on: SIGTERM lets running handlers finish and commit.
  *
  * SAMPLE=ledger starts the second sample instead (sample/ledger/): charges in PostgreSQL at
  * DATABASE_URL through TypeORM, exactly-once with STORE=postgres (default), or the cache-style
@@ -84,16 +85,23 @@ async function bootstrap(): Promise<void> {
           leaseMs: numberFromEnv('IDEMPOTENCY_LEASE_MS'),
           providerLatencyMs: numberFromEnv('PAYMENT_PROVIDER_LATENCY_MS'),
         });
+  // FORCE_CLOSE_CONNECTIONS=1: on shutdown, open connections are ended at once instead of drained.
+  const appOptions = { forceCloseConnections: process.env.FORCE_CLOSE_CONNECTIONS === '1' };
   const app =
-    process.env.ADAPTER === 'fastify' ? await NestFactory.create(module, new FastifyAdapter()) : await NestFactory.create(module);
+    process.env.ADAPTER === 'fastify'
+      ? await NestFactory.create(module, new FastifyAdapter(), appOptions)
+      : await NestFactory.create(module, appOptions);
   app.setGlobalPrefix('api');
   app.enableShutdownHooks();
   await serveOpenApi(app);
   const port = Number(process.env.PORT ?? 3000);
   const host = process.env.HOST ?? '127.0.0.1';
   await app.listen(port, host);
+  // PORT=0 lets the system pick a free port: the line below says which one.
+  const address = (app.getHttpServer() as { address(): { port: number } | string | null }).address();
+  const listening = typeof address === 'object' && address ? address.port : port;
   const [sample, store] = process.env.SAMPLE === 'ledger' ? ['ledger', 'postgres'] : ['payments', 'sqlite'];
-  Logger.log(`${sample} API on http://${host}:${port}/api, idempotency store: ${process.env.STORE || store}`, 'Sample');
+  Logger.log(`${sample} API on http://${host}:${listening}/api, idempotency store: ${process.env.STORE || store}`, 'Sample');
 }
 
 void bootstrap();

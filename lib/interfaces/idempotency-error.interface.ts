@@ -14,7 +14,9 @@ export type IdempotencyErrorCode =
   | 'store-unavailable'
   | 'transaction-timed-out'
   | 'not-committed'
-  | 'record-unreadable';
+  | 'record-unreadable'
+  | 'response-too-large'
+  | 'shutting-down';
 
 /** What `errorBody` is given to build an error body from. */
 export interface IdempotencyErrorInfo {

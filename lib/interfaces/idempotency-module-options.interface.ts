@@ -27,6 +27,13 @@ export interface IdempotencyModuleOptions {
    * Default 600 000 (10 min) or `leaseMs` when that is longer; from `leaseMs` to 2 147 483 647.
    */
   maxHoldMs?: number;
+  /**
+   * The largest response body kept for replay, in bytes. A larger one still goes to its client, but
+   * the key keeps a small record instead: retries get the first response's status with a short JSON
+   * body (code `response-too-large`) for the ttl, and the handler never runs again. It bounds what a
+   * commit and a replay move through the store. Default 8 MiB (8 388 608).
+   */
+  maxResponseBytes?: number;
   /** Request header carrying the key, matched case-insensitively. Default `'idempotency-key'`. */
   headerName?: string;
   /** Namespace of this module's cache keys. Default `'idem:'`. */

@@ -16,6 +16,7 @@ export interface ResolvedIdempotencyOptions {
   readonly ttlMs: number;
   readonly leaseMs: number;
   readonly maxHoldMs: number;
+  readonly maxResponseBytes: number;
   /** Lower case, as Node hands header names over. */
   readonly headerName: string;
   readonly keyPrefix: string;

@@ -48,7 +48,8 @@ describe.each(ADAPTERS)('events hook on %s', (adapter) => {
   const events: IdempotencyEvent[] = [];
   beforeAll(async () => {
     app = await startApp(adapter, {
-      imports: [IdempotencyModule.forRoot({ cache: store, events: (event) => void events.push(event) })],
+      // A short lease: a commit that keeps failing is given up after it (it is retried until then).
+      imports: [IdempotencyModule.forRoot({ cache: store, leaseMs: 600, events: (event) => void events.push(event) })],
       controllers: [TestController],
       providers: [Runs, Gate],
     });

@@ -196,7 +196,8 @@ describe.each(ADAPTERS)('integration on %s', (adapter) => {
       commit: () => Promise.reject(new Error('store went away')),
     };
     const app = await start(adapter, {
-      imports: [IdempotencyModule.forRoot({ cache: store })],
+      // A short lease: the commit is retried until it ends, and the app closes once the key is given up.
+      imports: [IdempotencyModule.forRoot({ cache: store, leaseMs: 300 })],
       controllers: [TestController],
       providers: [Runs, Gate],
     });

@@ -1,6 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { track } from './processes.js';
-import { freePort } from './ports.js';
 import { sleep } from './timing.js';
 
 export interface PodOptions {
@@ -34,11 +33,11 @@ export class Pod {
   ) {}
 
   static async start(options: PodOptions): Promise<Pod> {
-    const port = await freePort();
     const env: NodeJS.ProcessEnv = {
       ...process.env,
       NODE_ENV: 'test',
-      PORT: String(port),
+      // The pod listens on a port the system picks and says which: never one chosen here and taken meanwhile.
+      PORT: '0',
       HOST: '127.0.0.1',
       DATABASE: options.database ?? '',
       ADAPTER: options.adapter ?? 'express',
@@ -56,8 +55,14 @@ export class Pod {
     const output: string[] = [];
     child.stdout?.on('data', (d) => output.push(String(d)));
     child.stderr?.on('data', (d) => output.push(String(d)));
-    const pod = new Pod(child, `http://127.0.0.1:${port}`, output);
-    for (let i = 0; i < 200; i++) {
+    let base: string | undefined;
+    for (let i = 0; i < 400 && !base; i++) {
+      if (child.exitCode !== null) throw new Error(`pod exited with ${child.exitCode}: ${output.join('')}`);
+      base = /API on (http:\/\/127\.0\.0\.1:\d+)\/api/.exec(output.join(''))?.[1];
+      if (!base) await sleep(50);
+    }
+    const pod = new Pod(child, base ?? 'http://127.0.0.1:0', output);
+    for (let i = 0; i < 200 && base; i++) {
       if (child.exitCode !== null) throw new Error(`pod exited with ${child.exitCode}: ${output.join('')}`);
       try {
         const res = await fetch(`${pod.base}${READY_PATH[options.sample ?? 'payments']}`, {
@@ -71,6 +76,18 @@ export class Pod {
     }
     await pod.kill();
     throw new Error(`pod did not come up: ${output.join('')}`);
+  }
+
+  /**
+   * SIGTERM, as a rolling deploy sends it (the sample has shutdown hooks on); resolves with the exit
+   * code, or the signal (Nest ends the process with the same signal once it has closed).
+   */
+  terminate(): Promise<number | string | null> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null)
+      return Promise.resolve(this.child.exitCode ?? this.child.signalCode);
+    const exited = new Promise<number | string | null>((r) => this.child.once('exit', (code, signal) => r(code ?? signal)));
+    this.child.kill('SIGTERM');
+    return exited;
   }
 
   /** Ends the process by PID: SIGKILL, as a crashing pod would. */

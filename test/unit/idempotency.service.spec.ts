@@ -93,6 +93,7 @@ describe('IdempotencyService.begin: the key', () => {
       route: 'Pay.create',
       leaseMs: 900,
       claimedAt: expect.any(Number),
+      heldUntil: claim.claimedAt + 900,
       method: 'POST',
       storeMs: 0,
     });
@@ -655,9 +656,69 @@ describe('IdempotencyService: commit and release', () => {
       'Pay.create: response not stored: the claim had expired and the key was taken over',
     );
     expect((log.warnings.mock.contexts[0] as { context?: string }).context).toBe('Idempotency');
+  });
+
+  it('tries a failed commit again in the background, with a doubling pause, until it lands', async () => {
+    jest.useFakeTimers({ now: 0 });
+    const { store, service } = setup();
+    const held = activeClaim({ claimedAt: 0, leaseMs: 10_000 });
+    let failures = 3;
+    store.commitAnswer = () => (failures-- > 0 ? Promise.reject(new Error('down')) : Promise.resolve(true));
+    let settled = false;
+    await expect(service.commit(held, response, () => (settled = true))).resolves.toBeUndefined();
+    expect(held.settling).toBe(true);
+    expect(store.calls).toHaveLength(1);
+    expect(settled).toBe(false);
+    expect(log.warnings).toHaveBeenCalledWith('Pay.create: commit failed, retrying while the lease is held: down');
+    await jest.advanceTimersByTimeAsync(99);
+    expect(store.calls).toHaveLength(1);
+    await jest.advanceTimersByTimeAsync(1);
+    expect(store.calls).toHaveLength(2);
+    await jest.advanceTimersByTimeAsync(200);
+    expect(store.calls).toHaveLength(3);
+    await jest.advanceTimersByTimeAsync(400);
+    expect(store.calls).toHaveLength(4);
+    expect(settled).toBe(true);
+    expect(log.errors).not.toHaveBeenCalled();
+  });
+
+  it('gives a failed commit up once the lease is no longer surely held, or was lost', async () => {
+    jest.useFakeTimers({ now: 0 });
+    const { store, service } = setup();
     store.commitAnswer = () => Promise.reject(new Error('down'));
-    await expect(service.commit(claim, response)).resolves.toBeUndefined();
-    expect(log.errors).toHaveBeenCalledWith('Pay.create: response not stored, the claim expires with its lease: down');
+    const held = activeClaim({ claimedAt: 0, leaseMs: 1_000 });
+    let settled = false;
+    await service.commit(held, response, () => (settled = true));
+    await jest.advanceTimersByTimeAsync(800);
+    expect(store.calls).toHaveLength(4);
+    expect(settled).toBe(true);
+    expect(log.errors).toHaveBeenCalledWith(
+      'Pay.create: response not stored: the store did not answer while the lease was held; the claim expires with its lease',
+    );
+    store.calls.length = 0;
+    const lost = activeClaim({ claimedAt: 1_000, leaseMs: 60_000 });
+    await service.commit(lost, response);
+    lost.lost = true;
+    await jest.advanceTimersByTimeAsync(1_000);
+    expect(store.calls).toHaveLength(1);
+  });
+
+  it('keeps a response-too-large record instead of a body over maxResponseBytes, with the status it had', async () => {
+    const { store, service } = setup({ maxResponseBytes: 4 });
+    await service.commit(claim, { status: 201, headers: { 'content-type': 'text/plain' }, body: Buffer.from('12345') });
+    const record = store.calls[0][3] as { response: { status: number; headers: object; body: Buffer } };
+    expect(record.response.status).toBe(201);
+    expect(record.response.headers).toEqual({ 'content-type': 'application/json; charset=utf-8' });
+    expect(JSON.parse(record.response.body.toString())).toEqual({
+      error:
+        'the request with this key was processed, but its response was over 4 bytes and was not kept, so it cannot be sent again',
+    });
+    expect(log.warnings).toHaveBeenCalledWith(
+      'Pay.create: response of 5 bytes is over maxResponseBytes (4): the key keeps a response-too-large record instead',
+    );
+    store.calls.length = 0;
+    await service.commit(claim, { status: 201, headers: {}, body: Buffer.from('1234') });
+    expect((store.calls[0][3] as { response: { body: Buffer } }).response.body.toString()).toBe('1234');
   });
 
   it("releases the caller's claim, and only logs when that fails", async () => {

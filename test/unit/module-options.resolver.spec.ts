@@ -21,6 +21,7 @@ describe('resolveModuleOptions', () => {
       ttlMs: 86_400_000,
       leaseMs: 60_000,
       maxHoldMs: 600_000,
+      maxResponseBytes: 8_388_608,
       headerName: 'idempotency-key',
       keyPrefix: 'idem:',
       maxKeyLength: 255,
@@ -56,6 +57,7 @@ describe('resolveModuleOptions', () => {
         ttlMs: 5,
         leaseMs: 3,
         maxHoldMs: 4,
+        maxResponseBytes: 9,
         headerName: 'X-Request-Key',
         keyPrefix: 'pay:',
         maxKeyLength: 1,
@@ -81,6 +83,7 @@ describe('resolveModuleOptions', () => {
       ttlMs: 5,
       leaseMs: 3,
       maxHoldMs: 4,
+      maxResponseBytes: 9,
       headerName: 'x-request-key',
       keyPrefix: 'pay:',
       maxKeyLength: 1,
@@ -158,6 +161,13 @@ describe('resolveModuleOptions', () => {
     expect(resolveModuleOptions({}).maxHoldMs).toBe(600_000);
     expect(resolveModuleOptions({ leaseMs: 900_000 }).maxHoldMs).toBe(900_000);
     expect(resolveModuleOptions({ leaseMs: 1000, maxHoldMs: 1000 }).maxHoldMs).toBe(1000);
+    expect(resolveModuleOptions({ maxResponseBytes: 536_870_912 }).maxResponseBytes).toBe(536_870_912);
+    expect(() => resolveModuleOptions({ maxResponseBytes: 536_870_913 })).toThrow(
+      'maxResponseBytes must be an integer from 1 to 536870912',
+    );
+    expect(() => resolveModuleOptions({ maxResponseBytes: 0 })).toThrow(
+      'maxResponseBytes must be an integer from 1 to 536870912',
+    );
     expect(() => resolveModuleOptions({ leaseMs: 1000, maxHoldMs: 999 })).toThrow(
       err('maxHoldMs must be an integer from 1000 to 2147483647, got 999'),
     );
@@ -165,7 +175,7 @@ describe('resolveModuleOptions', () => {
 
   it('refuses an unknown option, naming the one it most likely meant', () => {
     const valid =
-      'valid: cache, ttlMs, leaseMs, maxHoldMs, headerName, keyPrefix, maxKeyLength, maxScopeLength, missingHeader, fingerprint, errorFormat, problemTypeBaseUrl, errorBody, echoKeyHeader, openApi, events, encryption, openTelemetry, replayFlag, replayedHeader, identity';
+      'valid: cache, ttlMs, leaseMs, maxHoldMs, maxResponseBytes, headerName, keyPrefix, maxKeyLength, maxScopeLength, missingHeader, fingerprint, errorFormat, problemTypeBaseUrl, errorBody, echoKeyHeader, openApi, events, encryption, openTelemetry, replayFlag, replayedHeader, identity';
     expect(() => resolveModuleOptions({ store: store() } as never)).toThrow(
       err(`unknown option "store" (did you mean cache?); ${valid}`),
     );
