@@ -171,8 +171,12 @@ export class IdempotencyService {
         if (
           outcome.record.fingerprint !== fingerprint &&
           !this.sameRequest(outcome.record.fingerprint, fingerprint, request, route)
-        )
+        ) {
+          // A sealed record's fingerprint is authenticated with it: one altered in the store is
+          // unreadable (503), not a reused key (422).
+          if (outcome.record.sealed) this.replayable(claim.cacheKey, outcome.record, route);
           throw new IdempotencyException(422, MESSAGES.reused(headerName), NO_HEADERS, 'key-reused');
+        }
         throw new IdempotentReplay(this.replayable(claim.cacheKey, outcome.record, route));
       case 'unreadable':
         throw this.unreadable(route, outcome.reason);

@@ -159,4 +159,41 @@ describe.each(cases)('encryption at rest on %s, %s', (storeName, adapter) => {
       'TestController.create: answering 503: the key\'s record, sealed with encryption key "k1", failed authentication (altered, or moved from another key): forget the record',
     );
   });
+
+  // H29 (issue 22 item 15): a byte altered in the fingerprint line answered 422 (a reused key).
+  it('a byte altered in the fingerprint line is the same 503 as any altered byte, never a 422', async () => {
+    const cache = await freshStore();
+    const raw = rawOf(cache, redis);
+    const { post, runs } = await pod(cache, { keys: { k1: K1 }, current: 'k1' });
+    const key = newKey();
+    expect((await post(key)).status).toBe(201);
+    const value = await raw.read(`idem:%:${key}`);
+    value[4] = value[4] === 0x30 ? 0x31 : 0x30;
+    await raw.write(`idem:%:${key}`, value);
+    const answer = await post(key);
+    expect(answer.status).toBe(503);
+    expect(answer.headers['retry-after']).toBe('1');
+    expect(runs.of('payments')).toBe(1);
+    expect(logs.errors).toHaveBeenCalledWith(expect.stringContaining('failed authentication'));
+  });
+
+  // H29: a damaged format tag was logged as "claim failed" (store unavailable) on the SQL stores.
+  // On Redis a value the codec cannot read is a foreign one (documented): the SQL stores and memory know it is a record.
+  for (const tag of storeName === 'redis' ? [] : ['X2', 'V0', 'Rx'])
+    it(`a record whose format tag reads ${tag} is unreadable: 503, logged as such, never run again`, async () => {
+      const cache = await freshStore();
+      const raw = rawOf(cache, redis);
+      const { post, runs } = await pod(cache, { keys: { k1: K1 }, current: 'k1' });
+      const key = newKey();
+      expect((await post(key)).status).toBe(201);
+      const value = await raw.read(`idem:%:${key}`);
+      value.write(tag, 0, 'latin1');
+      await raw.write(`idem:%:${key}`, value);
+      const answer = await post(key);
+      expect(answer.status).toBe(503);
+      expect(answer.body).toEqual({ error: 'the stored response for this key cannot be read at the moment; retry shortly' });
+      expect(runs.of('payments')).toBe(1);
+      expect(logs.errors).toHaveBeenCalledWith(expect.stringContaining('its format tag or head cannot be read'));
+      expect(logs.errors).not.toHaveBeenCalledWith(expect.stringContaining('claim failed'));
+    });
 });
