@@ -59,6 +59,8 @@ export const NEST_RESPONSE_PASSTHROUGH_METADATA = '__responsePassthrough__';
 export const NEST_SSE_METADATA = '__sse__';
 /** `HTTP_CODE_METADATA`: the status `@HttpCode()` sets. */
 export const NEST_HTTP_CODE_METADATA = '__httpCode__';
+/** `HOST_METADATA`: the host (or hosts) `@Controller({ host })` routes by. */
+export const NEST_HOST_METADATA = 'host';
 /** `METHOD_METADATA`: the route's `RequestMethod`. */
 export const NEST_METHOD_METADATA = 'method';
 /** `RouteParamtypes.RESPONSE` and `RouteParamtypes.NEXT`. */

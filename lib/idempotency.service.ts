@@ -4,7 +4,7 @@ import { IDEMPOTENCY_MODULE_OPTIONS, RETRY_AFTER } from './idempotency.constants
 import { LOGS, MESSAGES } from './idempotency.messages.js';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
 import { IdempotentReplay } from './exceptions/idempotent-replay.exception.js';
-import { hasUnreadBody, type HttpRequestLike, requestTarget } from './http/request.reader.js';
+import { hasUnreadBody, type HttpRequestLike, requestHost, requestTarget } from './http/request.reader.js';
 import { ResponseSealer, UnsealableRecord } from './encryption/response.sealer.js';
 import { IdempotencyObserver } from './events/idempotency.observer.js';
 import { IdentityResolverLoader } from './identity-resolver.loader.js';
@@ -122,7 +122,9 @@ export class IdempotencyService {
     if (hasUnreadBody(request)) throw new IdempotencyException(415, MESSAGES.unreadBody, NO_HEADERS, 'body-unread');
 
     seen.key = key;
-    const scope = route.identity ? await this.scope(request, context, route) : UNSCOPED;
+    let scope = route.identity ? await this.scope(request, context, route) : UNSCOPED;
+    // Escaped, the host holds no ':' and the scope after it none either: hosts never share a key.
+    if (route.hostScoped) scope = `${escapeScope(requestHost(request))}@${scope}`;
     let fingerprint: string;
     try {
       const made = this.fingerprint(request, context, route);

@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { IDEMPOTENCY_MODULE_OPTIONS, IDEMPOTENT_ROUTE_METADATA } from './idempotency.constants.js';
+import { IDEMPOTENCY_MODULE_OPTIONS, IDEMPOTENT_ROUTE_METADATA, NEST_HOST_METADATA } from './idempotency.constants.js';
 import type { IdempotentOptions } from './interfaces/idempotent-options.interface.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
 import { resolveRouteOptions } from './options/route-options.resolver.js';
@@ -26,6 +26,7 @@ export class RouteOptionsAccessor {
     if (!resolved) {
       const route = (Reflect.getMetadata(IDEMPOTENT_ROUTE_METADATA, handler) ?? {}) as IdempotentOptions;
       resolved = resolveRouteOptions(where, `${type.name}.${handler.name}`, route, this.options);
+      if (Reflect.getMetadata(NEST_HOST_METADATA, type) !== undefined) resolved = { ...resolved, hostScoped: true };
       this.routes.set(handler, resolved);
     }
     return resolved;

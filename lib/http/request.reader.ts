@@ -10,6 +10,17 @@ export interface HttpRequestLike {
   /** Fastify's request wraps Node's; Express's is Node's. */
   raw?: { readableEnded?: boolean };
   readableEnded?: boolean;
+  /** The host the request was routed by, without its port (Express and Fastify both set it). */
+  hostname?: string;
+}
+
+/**
+ * The host a host-routed controller matched the request by, lower case and without a port: what
+ * keeps one tenant's keys apart from another's on `@Controller({ host: ':tenant.example.com' })`.
+ */
+export function requestHost(request: HttpRequestLike): string {
+  const host = request.hostname ?? (request.headers.host as string | undefined) ?? '';
+  return host.replace(/:\d+$/, '').toLowerCase();
 }
 
 /** The request target as received (path and query): Express rewrites `url` under a mounted router. */

@@ -54,4 +54,9 @@ export interface ResolvedRouteOptions {
   readonly transactional: boolean;
   /** The claim's lease: `leaseMs` (renewed), or `transactionTimeoutMs` (fixed) on a transactional route. */
   readonly leaseMs: number;
+  /**
+   * The controller routes by host (`@Controller({ host })`): the request's host is part of the key's
+   * scope, so each host (tenant) has records of its own.
+   */
+  readonly hostScoped?: boolean;
 }
