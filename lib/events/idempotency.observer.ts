@@ -137,11 +137,12 @@ export class IdempotencyObserver implements OnModuleInit {
       let result: unknown;
       try {
         result = this.listener!(event);
+        // Inside the try: reading `then` runs the listener's code too (a getter may throw).
+        if (typeof (result as PromiseLike<unknown> | undefined)?.then !== 'function') continue;
       } catch (err) {
         this.report(LOGS.listenerFailed(err instanceof Error ? err.message : String(err)));
         continue;
       }
-      if (typeof (result as PromiseLike<unknown> | undefined)?.then !== 'function') continue;
       this.pending++;
       Promise.resolve(result).then(
         () => this.pending--,

@@ -88,6 +88,26 @@ describe('IdempotencyObserver', () => {
     expect(logs.errors).not.toHaveBeenCalled();
   });
 
+  // H30 (issue 22 item 16): a `then` getter that throws ended the process (exit 1).
+  it('a listener result whose then getter throws is a failed listener, logged, never a crash; the next event still goes out', async () => {
+    let calls = 0;
+    const watching = await observer(() => {
+      calls++;
+      return Object.defineProperty({}, 'then', {
+        get() {
+          throw new Error('then exploded');
+        },
+      });
+    });
+    watching.emit('replayed', { route: 'A.b' });
+    watching.emit('executed', { route: 'A.b' });
+    await tick();
+    expect(calls).toBe(2);
+    expect(logs.errors.mock.calls).toEqual([
+      ['the idempotency events listener failed (requests are not affected; logged at most once a minute): then exploded'],
+    ]);
+  });
+
   it('a rejected promise is settled too: after 1000 rejections the listener gets events again', async () => {
     const rejects: ((err: Error) => void)[] = [];
     const watching = await observer(() => new Promise<void>((_, reject) => void rejects.push(reject)));
