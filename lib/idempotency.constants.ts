@@ -59,6 +59,8 @@ export const NEST_RESPONSE_PASSTHROUGH_METADATA = '__responsePassthrough__';
 export const NEST_SSE_METADATA = '__sse__';
 /** `HTTP_CODE_METADATA`: the status `@HttpCode()` sets. */
 export const NEST_HTTP_CODE_METADATA = '__httpCode__';
+/** `PATTERN_METADATA` of @nestjs/microservices: what `@MessagePattern()` / `@EventPattern()` set. */
+export const NEST_PATTERN_METADATA = 'microservices:pattern';
 /** `HOST_METADATA`: the host (or hosts) `@Controller({ host })` routes by. */
 export const NEST_HOST_METADATA = 'host';
 /** `METHOD_METADATA`: the route's `RequestMethod`. */

@@ -2,6 +2,7 @@ import { Injectable, type OnModuleInit, RequestMethod, StreamableFile } from '@n
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import {
   NEST_METHOD_METADATA,
+  NEST_PATTERN_METADATA,
   NEST_RESPONSE_PARAM_TYPES,
   NEST_RESPONSE_PASSTHROUGH_METADATA,
   NEST_ROUTE_ARGS_METADATA,
@@ -28,15 +29,46 @@ export class IdempotencyExplorer implements OnModuleInit {
   ) {}
 
   async onModuleInit(): Promise<void> {
+    this.refuseOutsideHttp();
     for (const { type, name, handler, where } of findIdempotentHandlers(this.discovery, this.scanner, this.routes)) {
       this.refuseUnreplayable(where, type, name, handler);
       const route = this.routes.get(type, handler, where);
-      // A transactional response is committed before it is sent. Only a declared return type shows
-      // here (an async method's is Promise): a stream returned at run time is rolled back.
-      if (route.transactional && Reflect.getMetadata('design:returntype', type.prototype, name) === StreamableFile) {
-        throw new Error(`${where}: ${CONFIG_ERRORS.transactionalStreamType}`);
+      // A stream is never stored. Only a declared return type shows here (an async method's is
+      // Promise): a stream returned at run time frees the key (or, transactional, is rolled back).
+      if (Reflect.getMetadata('design:returntype', type.prototype, name) === StreamableFile) {
+        throw new Error(`${where}: ${route.transactional ? CONFIG_ERRORS.transactionalStreamType : CONFIG_ERRORS.streamType}`);
       }
       await this.identities.prepare(route.identity);
+    }
+  }
+
+  /**
+   * `@Idempotent()` deduplicates HTTP requests only. On a message handler (`@MessagePattern`,
+   * `@EventPattern`) or a provider's method (a GraphQL resolver) it would do nothing at all, and a
+   * decorator that promises deduplication and silently does nothing is the worst outcome.
+   */
+  private refuseOutsideHttp(): void {
+    for (const wrapper of this.discovery.getControllers()) {
+      const prototype = (wrapper.metatype as { prototype?: Record<string, unknown> } | undefined)?.prototype;
+      if (!prototype) continue;
+      for (const name of this.scanner.getAllMethodNames(prototype)) {
+        const handler = prototype[name] as object;
+        if (this.routes.isIdempotent(handler) && Reflect.getMetadata(NEST_PATTERN_METADATA, handler) !== undefined) {
+          throw new Error(`@Idempotent() on ${wrapper.metatype!.name}.${name}(): ${CONFIG_ERRORS.messageHandler}`);
+        }
+      }
+    }
+    const seen = new Set<object>();
+    for (const wrapper of this.discovery.getProviders()) {
+      const type = wrapper.metatype as { name: string; prototype?: Record<string, unknown> } | null | undefined;
+      if (!type?.prototype || seen.has(type) || wrapper.inject) continue;
+      seen.add(type);
+      for (const name of this.scanner.getAllMethodNames(type.prototype)) {
+        const handler = type.prototype[name];
+        if (typeof handler === 'function' && this.routes.isIdempotent(handler)) {
+          throw new Error(`@Idempotent() on ${type.name}.${name}(): ${CONFIG_ERRORS.notARoute}`);
+        }
+      }
     }
   }
 

@@ -217,6 +217,12 @@ export const CONFIG_ERRORS = {
     'transactional: true needs the module option transactions, e.g. transactions: clsTransactions(txHost) (README: "Exactly-once with your database")',
   transactionalStore:
     "transactional: true needs a store that commits its record in your transaction: cache: new PostgresStore(...) on your application's database",
+  streamType:
+    'a route declared to return a StreamableFile is never stored, so a retry would run it again; return the bytes (a Buffer or a value) instead',
+  messageHandler:
+    'message handlers (@MessagePattern, @EventPattern) are not supported yet: only HTTP route handlers are deduplicated; remove the decorator rather than rely on it',
+  notARoute:
+    'only HTTP route handlers of controllers are deduplicated; on a provider method (a GraphQL resolver, a service) it would do nothing, so it is refused; remove the decorator rather than rely on it',
   transactionalStreamType: 'transactional: true cannot return a StreamableFile: a stream cannot be recorded before COMMIT',
   maxEntries: (got: unknown) => `InMemoryCache: maxEntries must be a positive integer, got ${String(got)}`,
   quotas: 'InMemoryCache: prefixQuotas needs non-empty prefixes and non-negative integer quotas',

@@ -24,7 +24,10 @@ import { createProtocol } from '../support/protocol.js';
 
 function explore(controllers: unknown[], moduleRef: Partial<ModuleRef> = {}) {
   const { routes, identities } = createProtocol({}, moduleRef);
-  const discovery = { getControllers: () => controllers.map((metatype) => ({ metatype })) } as unknown as DiscoveryService;
+  const discovery = {
+    getControllers: () => controllers.map((metatype) => ({ metatype })),
+    getProviders: () => [],
+  } as unknown as DiscoveryService;
   return new IdempotencyExplorer(discovery, new MetadataScanner(), routes, identities).onModuleInit();
 }
 
