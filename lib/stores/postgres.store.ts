@@ -246,11 +246,12 @@ export class PostgresStore implements IdempotencyStore {
       `UPDATE ${this.qualified()} AS r SET expires_at = clock_timestamp() + $3::bigint * interval '1 millisecond'
        FROM unnest($1::text[], $2::text[]) AS c(key, owner)
        WHERE r.key = c.key AND r.owner = c.owner AND r.state = 0 AND r.expires_at > clock_timestamp()
-       RETURNING r.key`,
+       RETURNING r.key, r.owner`,
       [claims.map((c) => c.key), claims.map((c) => c.owner), leaseMs],
-    )) as { key: string }[];
-    const renewed = new Set(rows.map((r) => r.key));
-    return claims.map((c) => renewed.has(c.key));
+    )) as { key: string; owner: string }[];
+    // An owner holds no newline (a UUID), so owner, newline, key names one pair alone.
+    const renewed = new Set(rows.map((r) => `${r.owner}\n${r.key}`));
+    return claims.map((c) => renewed.has(`${c.owner}\n${c.key}`));
   }
 
   /** Stops the sweep; closes the pool only when this store created it. */
