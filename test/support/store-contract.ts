@@ -192,6 +192,27 @@ export function storeContract(
       expect((await store.claim(k, claim('b'))).state).toBe('in-flight');
     });
 
+    it("renewAll renews each of the caller's claims in one call and refuses the rest, answering in order", async () => {
+      const [a, b, c, d] = [key(), key(), key(), key()];
+      await store.claim(a, claim('a', 'fp-1', 1000));
+      await store.claim(b, claim('b', 'fp-1', 1000));
+      await store.claim(c, claim('c'));
+      await store.commit(c, 'c', sampleRecord('fp-1'), 5000);
+      const before = (await store.peek!(a))!.expiresAt;
+      const owned = [
+        { key: a, owner: 'a' },
+        { key: b, owner: 'intruder' },
+        { key: c, owner: 'c' },
+        { key: d, owner: 'd' },
+        { key: b, owner: 'b' },
+      ];
+      expect(await store.renewAll!(owned, 60_000)).toEqual([true, false, false, false, true]);
+      expect((await store.peek!(a))!.expiresAt).toBeGreaterThan(before + 30_000);
+      expect((await store.peek!(c))!.state).toBe('completed');
+      expect(await store.peek!(d)).toBeUndefined();
+      expect(await store.renewAll!([], 1000)).toEqual([]);
+    });
+
     it('a record expires after its ttl', async () => {
       const k = key();
       await store.claim(k, claim('a'));
