@@ -20,6 +20,7 @@ export const MESSAGES = {
     "request body is read by no body parser, so it cannot be checked against the key; register a parser for its media type (e.g. app.useBodyParser('text'))",
   unavailable: 'idempotency store unavailable; retry shortly',
   shuttingDown: 'the server is shutting down; retry shortly',
+  transactionAborted: 'the request failed on the server and nothing was committed',
   tooLargeToReplay: (max: number) =>
     `the request with this key was processed, but its response was over ${max} bytes and was not kept, so it cannot be sent again`,
   unreadable: 'the stored response for this key cannot be read at the moment; retry shortly',
@@ -52,6 +53,7 @@ export const PROBLEM_TITLES: Readonly<Record<IdempotencyErrorCode, string>> = {
   'record-unreadable': 'Stored response cannot be read',
   'response-too-large': 'Response was too large to keep',
   'shutting-down': 'Server is shutting down',
+  'transaction-aborted': 'Transaction was aborted',
 };
 
 /**
@@ -115,6 +117,8 @@ export const LOGS = {
     `${route}: the transaction was rolled back, answering 503; the key is released: ${reason}`,
   commitUnknown: (route: string, reason: string) =>
     `${route}: COMMIT failed with an unknown outcome, answering 503; the key is kept until its lease ends (a retry then replays the record if it was committed, or runs again): ${reason}`,
+  transactionAborted: (route: string, reason: string) =>
+    `${route}: the handler returned although its transaction was aborted by an SQL error it caught; run such statements in a savepoint (a nested transaction). Answering 500, the key is freed: ${reason}`,
   beginFailed: (route: string, reason: string) => `${route}: the transaction could not be opened, answering 503: ${reason}`,
   transactionalStream: (route: string) =>
     `${route}: a transactional handler returned a stream, which cannot be recorded before COMMIT; its transaction is rolled back`,

@@ -20,6 +20,8 @@ class LeaseLost extends Error {}
  * serialization failure, a deadlock): the outcome is known, so the key can be freed.
  */
 const ROLLED_BACK = new Set(['40001', '40P01']);
+/** "current transaction is aborted": the handler swallowed an SQL error without a savepoint. */
+const ABORTED = '25P02';
 
 /** node-postgres errors carry the SQLSTATE as `code`; TypeORM wraps them in `driverError`. */
 function sqlState(err: unknown): string {
@@ -27,6 +29,8 @@ function sqlState(err: unknown): string {
   const code = e?.code ?? e?.driverError?.code;
   return typeof code === 'string' ? code : '';
 }
+
+const NO_HEADERS: Readonly<Record<string, string>> = {};
 
 const unavailable = (): IdempotencyException =>
   new IdempotencyException(503, MESSAGES.unavailable, RETRY_AFTER, 'store-unavailable');
@@ -161,7 +165,13 @@ export class TransactionRunner {
           (err: unknown) => this.failed(claim, err, { started, completed, handlerError }),
         )
         .then((instead) => {
-          if (handlerError) {
+          if (handlerError && ROLLED_BACK.has(sqlState(handlerError.error))) {
+            // The handler's own statement lost a serialization conflict or a deadlock: retryable.
+            recording.abandon();
+            const answered = new IdempotencyException(503, MESSAGES.notCommitted, RETRY_AFTER, 'not-committed');
+            answer(response, answered, this.service.options);
+            subscriber.error(answered);
+          } else if (handlerError) {
             recording.abandon();
             subscriber.error(handlerError.error);
           } else if (!started) {
@@ -213,6 +223,13 @@ export class TransactionRunner {
       );
       this.service.outcome(claim, 'not-stored', timedOut);
       return errorResponse(timedOut, this.service.options);
+    }
+    if (!state.completed && sqlState(err) === ABORTED) {
+      // Deterministic: every attempt would abort the same way. Not retryable, and the key is freed.
+      this.logger.error(LOGS.transactionAborted(claim.route, reason(err)));
+      const aborted = new IdempotencyException(500, MESSAGES.transactionAborted, NO_HEADERS, 'transaction-aborted');
+      await this.service.release(claim, 'released', aborted);
+      return errorResponse(aborted, this.service.options);
     }
     const notCommitted = new IdempotencyException(503, MESSAGES.notCommitted, RETRY_AFTER, 'not-committed');
     if (state.completed && !ROLLED_BACK.has(sqlState(err))) {

@@ -16,7 +16,8 @@ export type IdempotencyErrorCode =
   | 'not-committed'
   | 'record-unreadable'
   | 'response-too-large'
-  | 'shutting-down';
+  | 'shutting-down'
+  | 'transaction-aborted';
 
 /** What `errorBody` is given to build an error body from. */
 export interface IdempotencyErrorInfo {

@@ -17,8 +17,8 @@ class MessagesController {
 class EventsController {
   @EventPattern('charged')
   @Idempotent()
-  charged() {
-    return undefined;
+  charged(data: { id: number }) {
+    return data.id;
   }
 }
 

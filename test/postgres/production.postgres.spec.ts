@@ -63,7 +63,10 @@ describePg('PostgresStore on production days', () => {
         gate.release();
         const first = await answer;
         expect(first.status).toBe(201);
-        await until(() => logs.warnings.mock.calls.some((c) => String(c[0]).includes('commit failed, retrying')), 10_000);
+        await until(
+          () => logs.warnings.mock.calls.some((c: unknown[]) => String(c[0]).includes('commit failed, retrying')),
+          10_000,
+        );
       } finally {
         await server.resume();
       }

@@ -40,7 +40,7 @@ let url: string;
 let pool: pg.Pool;
 
 /** What the next handler run does; reset before each test. */
-const behaviour = { delayMs: 0, failOnce: false };
+const behaviour = { delayMs: 0, failOnce: false, swallowOnce: false, conflictOnce: false };
 
 interface ChargeBody {
   amount: number;
@@ -68,6 +68,16 @@ class ChargesController {
     if (behaviour.failOnce) {
       behaviour.failOnce = false;
       throw new BadRequestException('card declined by the bank');
+    }
+    if (behaviour.swallowOnce) {
+      // An SQL error caught without a savepoint: the transaction is aborted, the handler returns anyway.
+      behaviour.swallowOnce = false;
+      await this.tx.client.query('SELECT 1 / 0').catch(() => undefined);
+    }
+    if (behaviour.conflictOnce) {
+      // The handler's own statement fails with a serialization failure (SQLSTATE 40001).
+      behaviour.conflictOnce = false;
+      await this.tx.client.query(`DO $$ BEGIN RAISE EXCEPTION 'could not serialize access' USING ERRCODE = '40001'; END $$`);
     }
     if (body.outcome === 'stream') return new StreamableFile(Buffer.from('receipt'));
     if (body.outcome === 'decline') res.status(402);
@@ -278,6 +288,34 @@ describePg('@Idempotent({ transactional: true }) on PostgreSQL', () => {
       expect(await charge(base, key('throws'))).toMatchObject({ status: 201 });
       expect(await rows(key('throws'))).toBe(1);
       expect(logs.errors).not.toHaveBeenCalled();
+    });
+
+    // H27 (issue 22 item 13): a handler that swallowed its own SQL error returned 201 into an aborted
+    // transaction; every attempt got 503 "retry shortly" and ran again, for ever.
+    it('a handler that swallowed an SQL error (aborted transaction): 500 without Retry-After, logged, the key freed', async () => {
+      const { base } = await app(adapter);
+      behaviour.swallowOnce = true;
+      const failed = await charge(base, key('swallowed'));
+      expect(failed.status).toBe(500);
+      expect(failed.headers.get('retry-after')).toBeNull();
+      expect(JSON.parse(failed.text)).toEqual({ error: 'the request failed on the server and nothing was committed' });
+      expect(logs.errors).toHaveBeenCalledWith(expect.stringContaining('run such statements in a savepoint'));
+      expect(await rows(key('swallowed'))).toBe(0);
+      expect(await record(key('swallowed'))).toBeUndefined();
+      expect(await charge(base, key('swallowed'))).toMatchObject({ status: 201 });
+      expect(await rows(key('swallowed'))).toBe(1);
+    });
+
+    // H27: a serialization failure or deadlock raised by the handler's own statement went out as a plain 500.
+    it("a serialization failure of the handler's own statement: 503 with Retry-After, the key freed, the retry commits", async () => {
+      const { base } = await app(adapter);
+      behaviour.conflictOnce = true;
+      const failed = await charge(base, key('conflict'));
+      expect(failed.status).toBe(503);
+      expect(failed.headers.get('retry-after')).toBe('1');
+      expect(await rows(key('conflict'))).toBe(0);
+      expect(await charge(base, key('conflict'))).toMatchObject({ status: 201 });
+      expect(await rows(key('conflict'))).toBe(1);
     });
 
     it('REPEATABLE READ: a key taken over while the handler ran: the completion matches nothing, rolled back, 409', async () => {

@@ -70,7 +70,10 @@ describe.each(ADAPTERS)('SqliteStore on production days, on %s', (adapter) => {
       gate.release();
       const first = await answer;
       expect(first.status).toBe(201);
-      await until(() => logs.warnings.mock.calls.some((c) => String(c[0]).includes('commit failed, retrying')), 10_000);
+      await until(
+        () => logs.warnings.mock.calls.some((c: unknown[]) => String(c[0]).includes('commit failed, retrying')),
+        10_000,
+      );
       // A claim of another key waits for the lock asynchronously: a plain route answers first.
       const order: string[] = [];
       const waiting = request(server)
