@@ -19,6 +19,20 @@ const UNSTORED_HEADERS = new Set([
   'set-cookie',
 ]);
 
+/**
+ * Headers that describe the body (RFC 9110 §8): they belong to the stored representation whoever set
+ * them, a middleware before the handler included. A replay sends them with the body they describe.
+ */
+const REPRESENTATION_HEADERS = new Set([
+  'content-type',
+  'content-language',
+  'content-encoding',
+  'content-location',
+  'content-disposition',
+  'etag',
+  'last-modified',
+]);
+
 export type HeaderInput = OutgoingHttpHeaders | readonly (string | string[])[] | undefined;
 /** Headers the response held before the handler ran (lower-case names). */
 export type HeaderSnapshot = Readonly<Record<string, unknown>>;
@@ -44,11 +58,11 @@ function addHeader(
   const lower = name.toLowerCase();
   if (value === undefined || UNSTORED_HEADERS.has(lower)) return;
   // Set for this request before the handler ran (CORS, a request id): a retry gets its own.
-  if (lower in before && String(before[lower]) === String(value)) return;
+  if (lower in before && String(before[lower]) === String(value) && !REPRESENTATION_HEADERS.has(lower)) return;
   target[lower] = Array.isArray(value) ? value.map(String) : String(value);
 }
 
-/** The headers of `headers` a record keeps: neither unstored ones nor those unchanged since `before`. */
+/** The headers of `headers` a record keeps: neither unstored ones nor request-scoped ones unchanged since `before`. */
 export function storableHeaders(
   headers: Readonly<Record<string, unknown>>,
   before: HeaderSnapshot,

@@ -192,6 +192,8 @@ class RequestIdModule implements NestModule {
     consumer
       .apply((req: { headers: Record<string, string> }, res: { setHeader(n: string, v: string): void }, next: () => void) => {
         res.setHeader('x-request-id', req.headers['x-req'] ?? 'none');
+        // A representation header set before the handler, as i18n middleware does.
+        if (req.headers['accept-language']) res.setHeader('content-language', req.headers['accept-language']);
         next();
       })
       .forRoutes('*path');
@@ -342,6 +344,19 @@ describe.each(ADAPTERS)('hardening (docs/hardening.md) on %s', (adapter) => {
       'https://b.example',
       'r-3',
     ]);
+  });
+
+  // H26 (issue 22 item 12): the replay carried the retry's Content-Language over the first response's body.
+  it('H26. representation headers a middleware set before the handler are stored with the body they describe', async () => {
+    const { base } = await start(adapter);
+    const first = await send(base, '/body', json('lang', { 'accept-language': 'de', 'x-req': 'r-1' }), '{}');
+    expect(first.headers.get('content-language')).toBe('de');
+    const retry = await send(base, '/body', json('lang', { 'accept-language': 'fr', 'x-req': 'r-2' }), '{}');
+    expect(retry.headers.get('idempotent-replayed')).toBe('true');
+    expect(retry.headers.get('content-language')).toBe('de');
+    // A request-scoped header stays the retry's own.
+    expect(retry.headers.get('x-request-id')).toBe('r-2');
+    expect(retry.text).toBe(first.text);
   });
 
   it('H9. a duration past what a timer can wait fails the start, naming the option and its limit', async () => {

@@ -98,6 +98,9 @@ describePg.each(ADAPTERS)('a burst on a small pool of a distant PostgreSQL, on %
       );
       expect(retries.filter((r) => r.status !== 201 || !r.replayed)).toEqual([]);
       expect(retries.map((r) => r.text)).toEqual(firsts.map((r) => r.text));
+      // H31 (item 14): no false alarms either: a renewal answered after its commit is no lease lost.
+      const [, warn] = quiet;
+      expect(warn.mock.calls.filter((c) => String(c[0]).includes('lease lost'))).toEqual([]);
     } finally {
       for (const spy of quiet) spy.mockRestore();
     }
