@@ -2,6 +2,7 @@ import { type CallHandler, type ExecutionContext, Injectable, Logger, type NestI
 import { Observable } from 'rxjs';
 import { rememberKey } from './http/request-key.store.js';
 import type { HttpRequestLike } from './http/request.reader.js';
+import { identityOf } from './http/identity-body.js';
 import { recordResponse } from './http/response.recorder.js';
 import { currentHeaders, isFastifyReply, rawResponse, setHeader } from './http/response.adapter.js';
 import type { HeaderSnapshot } from './http/stored-headers.js';
@@ -125,9 +126,15 @@ export class IdempotencyInterceptor implements NestInterceptor {
           // An outer layer failed after the handler succeeded: what goes out is its error, which is
           // never stored; a retry gets the handler's result.
           if (stored.status >= 400 && stored.status !== status) return storeResult();
-          return commit(stored);
+          return commit(adapter === 'fastify' ? identityOf(stored) : stored);
         },
-        onStream: () => giveUp(LOGS.streamed),
+        // A compression plugin on Fastify (@fastify/compress) streams the encoded body: the handler's
+        // value, rendered as Fastify serialises it, is the identity representation to store; a replay
+        // goes through the reply, and the plugin encodes it as the retry negotiates.
+        onStream: () =>
+          adapter === 'fastify' && finished && !isStream(last) && raw.getHeader('content-encoding') !== undefined
+            ? void storeResult()
+            : giveUp(LOGS.streamed),
       });
 
       next.handle().subscribe({

@@ -2,6 +2,7 @@ import { type CallHandler, Injectable, Logger } from '@nestjs/common';
 import { Observable } from 'rxjs';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
 import { currentHeaders, isFastifyReply, rawResponse } from './http/response.adapter.js';
+import { identityOf } from './http/identity-body.js';
 import { recordResponse } from './http/response.recorder.js';
 import { renderValue } from './http/value.renderer.js';
 import { answer, errorResponse, isStream } from './idempotency.answers.js';
@@ -104,7 +105,9 @@ export class TransactionRunner {
               return Promise.resolve();
             }
             // An outer layer failed after the handler succeeded: its error goes out, the handler's result is stored.
-            deliver(stored.status >= 400 && stored.status !== status ? rendered() : stored);
+            deliver(
+              stored.status >= 400 && stored.status !== status ? rendered() : adapter === 'fastify' ? identityOf(stored) : stored,
+            );
             return outcome;
           },
           onStream: () => (finished ? deliver(rendered()) : detach(LOGS.answeredOutside)),
