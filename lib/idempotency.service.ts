@@ -153,7 +153,7 @@ export class IdempotencyService {
     try {
       outcome = await store.claim(claim.cacheKey, { owner: claim.owner, fingerprint, leaseMs: route.leaseMs });
     } catch (err) {
-      seen.storeMs = this.observer.stored('claim', startedAt);
+      seen.storeMs = this.observer.stored('claim', startedAt, err);
       // Fail closed: without the store there is no telling whether this key already ran.
       this.logger.error(LOGS.claimFailed(route.id, (err as Error).message));
       this.abandon(claim);
@@ -230,12 +230,13 @@ export class IdempotencyService {
   private async tryCommit(claim: ActiveClaim, record: IdempotencyRecord): Promise<boolean | undefined> {
     const startedAt = this.observer.now();
     try {
-      return await this.options.store.commit(claim.cacheKey, claim.owner, record, claim.ttlMs);
+      const stored = await this.options.store.commit(claim.cacheKey, claim.owner, record, claim.ttlMs);
+      claim.storeMs += this.observer.stored('commit', startedAt);
+      return stored;
     } catch (err) {
+      claim.storeMs += this.observer.stored('commit', startedAt, err);
       this.logger.warn(LOGS.commitRetrying(claim.route, (err as Error).message));
       return undefined;
-    } finally {
-      claim.storeMs += this.observer.stored('commit', startedAt);
     }
   }
 
@@ -298,12 +299,14 @@ export class IdempotencyService {
   async release(claim: ActiveClaim, outcome: IdempotencyOutcome = 'released', answer?: IdempotencyException): Promise<void> {
     claim.settling = true;
     const startedAt = this.observer.now();
+    let failed: unknown;
     try {
       await this.options.store.release(claim.cacheKey, claim.owner);
     } catch (err) {
+      failed = err;
       this.logger.error(LOGS.releaseFailed(claim.route, (err as Error).message));
     }
-    claim.storeMs += this.observer.stored('release', startedAt);
+    claim.storeMs += this.observer.stored('release', startedAt, failed);
     this.outcome(claim, outcome, answer);
   }
 

@@ -117,6 +117,7 @@ export class LeaseRenewer {
         : await Promise.all(owned.map((c) => store.renew(c.key, c.owner, leaseMs)));
     } catch (err) {
       this.renewing = false;
+      this.observer.stored('renew', startedAt, err);
       this.failed(batch[0].route, err as Error);
       return;
     }

@@ -91,11 +91,11 @@ export class IdempotencyObserver implements OnModuleInit {
     return this.enabled ? performance.now() : 0;
   }
 
-  /** Records a store call that began at `startedAt` and returns how long it took, in ms. */
-  stored(operation: StoreOperation, startedAt: number): number {
+  /** Records a store call that began at `startedAt` (and failed with `error`, if given) and returns how long it took, in ms. */
+  stored(operation: StoreOperation, startedAt: number, error?: unknown): number {
     if (!this.enabled) return 0;
     const ms = performance.now() - startedAt;
-    this.telemetry?.storeDuration(operation, this.store, ms);
+    this.telemetry?.storeDuration(operation, this.store, ms, error);
     return ms;
   }
 

@@ -24,7 +24,11 @@ export const METER_NAME = 'nestjs-idempotency';
 /** Names and attributes of what is exported, in OpenTelemetry's semantic-convention style. */
 export const METRICS = {
   requests: 'idempotency.requests',
+  /** In seconds, as the semantic conventions measure durations; with `error.type` on a failed call. */
+  operationDuration: 'idempotency.store.operation.duration',
+  /** Deprecated: the same in ms, without `error.type`; kept for one minor release (see the README's migration note). */
   storeDuration: 'idempotency.store.duration',
+  errorType: 'error.type',
   outcome: 'idempotency.outcome',
   route: 'idempotency.route',
   store: 'idempotency.store',
@@ -34,6 +38,17 @@ export const METRICS = {
 } as const;
 /** Store round trips take from under a millisecond (in memory) to a timeout (seconds). */
 const DURATION_BUCKETS_MS = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000];
+const DURATION_BUCKETS_S = DURATION_BUCKETS_MS.map((ms) => ms / 1000);
+
+/**
+ * What `error.type` says of a failed store call: the driver's error code when it has one (an
+ * SQLSTATE, `ECONNREFUSED`), else the error's class name; low in cardinality, as the conventions ask.
+ */
+export function errorType(err: unknown): string {
+  const code = (err as { code?: unknown } | null | undefined)?.code;
+  if (typeof code === 'string' && code !== '') return code;
+  return err instanceof Error ? err.name : '_OTHER';
+}
 
 /**
  * Counts outcomes and times store calls through the global OpenTelemetry API, and marks the active
@@ -42,6 +57,7 @@ const DURATION_BUCKETS_MS = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 50
 export class Telemetry {
   private readonly requests;
   private readonly durations;
+  private readonly operations;
 
   constructor(private readonly api: OpenTelemetryApi) {
     const meter = api.metrics.getMeter(METER_NAME);
@@ -49,8 +65,13 @@ export class Telemetry {
       description: 'Requests to @Idempotent() routes by outcome, and the lease-lost and evicted events',
       unit: '{request}',
     });
-    this.durations = meter.createHistogram(METRICS.storeDuration, {
+    this.operations = meter.createHistogram(METRICS.operationDuration, {
       description: 'Duration of idempotency store calls',
+      unit: 's',
+      advice: { explicitBucketBoundaries: DURATION_BUCKETS_S },
+    });
+    this.durations = meter.createHistogram(METRICS.storeDuration, {
+      description: `Deprecated: use ${METRICS.operationDuration} (seconds, with error.type)`,
       unit: 'ms',
       advice: { explicitBucketBoundaries: DURATION_BUCKETS_MS },
     });
@@ -69,8 +90,14 @@ export class Telemetry {
     if (span?.isRecording()) span.setAttributes({ [METRICS.outcome]: outcome, [METRICS.replayed]: outcome === 'replayed' });
   }
 
-  storeDuration(operation: StoreOperation, store: string, ms: number): void {
-    this.durations.record(ms, { [METRICS.operation]: operation, [METRICS.store]: store });
+  /** Records a store call; `error` when it failed (thrown or timed out). */
+  storeDuration(operation: StoreOperation, store: string, ms: number, error?: unknown): void {
+    const attributes: Attributes = { [METRICS.operation]: operation, [METRICS.store]: store };
+    this.durations.record(ms, attributes);
+    this.operations.record(
+      ms / 1000,
+      error === undefined ? attributes : { ...attributes, [METRICS.errorType]: errorType(error) },
+    );
   }
 }
 

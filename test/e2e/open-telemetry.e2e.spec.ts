@@ -107,6 +107,13 @@ describe.each(ADAPTERS)('OpenTelemetry on %s', (adapter) => {
     );
     expect(byOperation).toEqual({ claim: 4, commit: 1, release: 1 });
     for (const p of durations.dataPoints) expect(p.attributes['idempotency.store']).toBe('InMemoryCache');
+    // H34 (issue 22 item 20): the conventions' unit for durations is seconds.
+    const seconds = all.find((m) => m.descriptor.name === 'idempotency.store.operation.duration') as HistogramMetricData;
+    expect(seconds.descriptor.unit).toBe('s');
+    expect(
+      Object.fromEntries(seconds.dataPoints.map((p) => [p.attributes['idempotency.store.operation'], p.value.count])),
+    ).toEqual(byOperation);
+    for (const p of seconds.dataPoints) expect(p.value.max!).toBeLessThan(durations.dataPoints[0].value.max! + 1);
   });
 
   it('sets idempotency.outcome and idempotency.replayed on the request span', async () => {

@@ -1,11 +1,12 @@
 import { describe, expect, it } from '@jest/globals';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { identityOf } from '../../lib/http/identity-body.js';
+import type { StoredResponse } from '../../lib/index.js';
 
 const plain = Buffer.from('{"a":1}');
-const of = (coding: string | string[] | undefined, body: Buffer) => ({
+const of = (coding: string | string[] | undefined, body: Buffer): StoredResponse => ({
   status: 201,
-  headers: coding === undefined ? { vary: 'accept-encoding' } : { 'content-encoding': coding, vary: 'accept-encoding' },
+  headers: coding === undefined ? { vary: 'accept-encoding' } : { 'content-encoding': coding as string, vary: 'accept-encoding' },
   body,
 });
 

@@ -38,9 +38,22 @@ describe('Telemetry', () => {
       ],
       [
         'nestjs-idempotency',
-        'idempotency.store.duration',
+        'idempotency.store.operation.duration',
         {
           description: 'Duration of idempotency store calls',
+          unit: 's',
+          advice: {
+            explicitBucketBoundaries: [
+              0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
+            ],
+          },
+        },
+      ],
+      [
+        'nestjs-idempotency',
+        'idempotency.store.duration',
+        {
+          description: 'Deprecated: use idempotency.store.operation.duration (seconds, with error.type)',
           unit: 'ms',
           advice: { explicitBucketBoundaries: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000] },
         },
@@ -54,6 +67,9 @@ describe('Telemetry', () => {
     telemetry.outcome('replayed', 'Pay.create', 'POST', 'RedisCache');
     telemetry.outcome('evicted', undefined, undefined, 'InMemoryCache');
     telemetry.storeDuration('renew', 'RedisCache', 1.25);
+    telemetry.storeDuration('claim', 'PostgresStore', 1000, Object.assign(new Error('x'), { code: '57014' }));
+    telemetry.storeDuration('commit', 'RedisCache', 2, new TypeError('y'));
+    telemetry.storeDuration('commit', 'RedisCache', 2, 'a string');
     expect(points).toEqual([
       [
         'idempotency.requests',
@@ -67,6 +83,29 @@ describe('Telemetry', () => {
       ],
       ['idempotency.requests', 1, { 'idempotency.outcome': 'evicted', 'idempotency.store': 'InMemoryCache' }],
       ['idempotency.store.duration', 1.25, { 'idempotency.store.operation': 'renew', 'idempotency.store': 'RedisCache' }],
+      [
+        'idempotency.store.operation.duration',
+        0.00125,
+        { 'idempotency.store.operation': 'renew', 'idempotency.store': 'RedisCache' },
+      ],
+      ['idempotency.store.duration', 1000, { 'idempotency.store.operation': 'claim', 'idempotency.store': 'PostgresStore' }],
+      [
+        'idempotency.store.operation.duration',
+        1,
+        { 'idempotency.store.operation': 'claim', 'idempotency.store': 'PostgresStore', 'error.type': '57014' },
+      ],
+      ['idempotency.store.duration', 2, { 'idempotency.store.operation': 'commit', 'idempotency.store': 'RedisCache' }],
+      [
+        'idempotency.store.operation.duration',
+        0.002,
+        { 'idempotency.store.operation': 'commit', 'idempotency.store': 'RedisCache', 'error.type': 'TypeError' },
+      ],
+      ['idempotency.store.duration', 2, { 'idempotency.store.operation': 'commit', 'idempotency.store': 'RedisCache' }],
+      [
+        'idempotency.store.operation.duration',
+        0.002,
+        { 'idempotency.store.operation': 'commit', 'idempotency.store': 'RedisCache', 'error.type': '_OTHER' },
+      ],
     ]);
   });
 
