@@ -38,7 +38,7 @@ export class IdempotencyExplorer implements OnModuleInit {
       if (Reflect.getMetadata('design:returntype', type.prototype, name) === StreamableFile) {
         throw new Error(`${where}: ${route.transactional ? CONFIG_ERRORS.transactionalStreamType : CONFIG_ERRORS.streamType}`);
       }
-      await this.identities.prepare(route.identity);
+      await this.identities.prepare(route.identity, `${where} (its identity option)`);
     }
   }
 

@@ -221,6 +221,8 @@ export const CONFIG_ERRORS = {
     'transactional: true needs the module option transactions, e.g. transactions: clsTransactions(txHost) (README: "Exactly-once with your database")',
   transactionalStore:
     "transactional: true needs a store that commits its record in your transaction: cache: new PostgresStore(...) on your application's database",
+  identityUnbuildable: (name: string, reason: string) =>
+    `the identity resolver ${name} cannot be built: ${reason}. Register it as a provider of a module the controller can reach; a REQUEST-scoped resolver is resolved for each request`,
   streamType:
     'a route declared to return a StreamableFile is never stored, so a retry would run it again; return the bytes (a Buffer or a value) instead',
   messageHandler:
