@@ -1,6 +1,8 @@
-import { Injectable, type OnModuleInit, RequestMethod, StreamableFile } from '@nestjs/common';
+import { Inject, Injectable, type OnModuleInit, RequestMethod, StreamableFile } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
+import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
 import {
+  IDEMPOTENCY_MODULE_OPTIONS,
   NEST_METHOD_METADATA,
   NEST_PATTERN_METADATA,
   NEST_RESPONSE_PARAM_TYPES,
@@ -11,7 +13,7 @@ import {
 } from './idempotency.constants.js';
 import { CONFIG_ERRORS } from './idempotency.messages.js';
 import { IdentityResolverLoader } from './identity-resolver.loader.js';
-import { findIdempotentHandlers } from './idempotent-handlers.finder.js';
+import { findIdempotentHandlers, servedBy } from './idempotent-handlers.finder.js';
 import { RouteOptionsAccessor } from './route-options.accessor.js';
 
 /**
@@ -22,6 +24,7 @@ import { RouteOptionsAccessor } from './route-options.accessor.js';
 @Injectable()
 export class IdempotencyExplorer implements OnModuleInit {
   constructor(
+    @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
     private readonly discovery: DiscoveryService,
     private readonly scanner: MetadataScanner,
     private readonly routes: RouteOptionsAccessor,
@@ -30,7 +33,12 @@ export class IdempotencyExplorer implements OnModuleInit {
 
   async onModuleInit(): Promise<void> {
     this.refuseOutsideHttp();
-    for (const { type, name, handler, where } of findIdempotentHandlers(this.discovery, this.scanner, this.routes)) {
+    for (const { type, name, handler, where } of findIdempotentHandlers(
+      this.discovery,
+      this.scanner,
+      this.routes,
+      servedBy(this.options),
+    )) {
       this.refuseUnreplayable(where, type, name, handler);
       const route = this.routes.get(type, handler, where);
       // A stream is never stored. Only a declared return type shows here (an async method's is

@@ -1,5 +1,34 @@
 import type { DiscoveryService, MetadataScanner } from '@nestjs/core';
+import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
 import type { RouteOptionsAccessor } from './route-options.accessor.js';
+
+/** The parts of Nest's `Module` (an `InstanceWrapper`'s host) the lookup reads. */
+export interface HostModule {
+  readonly id: string;
+  readonly metatype: unknown;
+  readonly providers: ReadonlyMap<unknown, unknown>;
+  readonly exports: ReadonlySet<unknown>;
+  readonly imports: ReadonlySet<HostModule | undefined>;
+}
+
+/**
+ * The module whose registration a controller of `host` gets its idempotency providers from, found
+ * as Nest's injector finds a dependency: the host's own providers, else its imports in order, depth
+ * first, through modules that re-export; the first module that provides and exports the token wins.
+ * A feature module's own `forRoot()` import comes before the global registrations Nest adds after it.
+ */
+export function registrationOf(host: HostModule, seen = new Set<string>(), traversing = false): HostModule | undefined {
+  if (!traversing && host.providers.has(IDEMPOTENCY_MODULE_OPTIONS)) return host;
+  for (const related of host.imports) {
+    if (!related || seen.has(related.id)) continue;
+    if (traversing && !host.exports.has(related.metatype)) continue;
+    seen.add(related.id);
+    if (related.exports.has(IDEMPOTENCY_MODULE_OPTIONS) && related.providers.has(IDEMPOTENCY_MODULE_OPTIONS)) return related;
+    const deeper = registrationOf(related, seen, true);
+    if (deeper) return deeper;
+  }
+  return undefined;
+}
 
 /** A controller method that carries `@Idempotent()`. */
 export interface IdempotentHandler {
@@ -13,16 +42,30 @@ export interface IdempotentHandler {
   readonly where: string;
 }
 
-/** Every `@Idempotent()` method of the application's controllers (inherited ones too). */
+/** Whether a controller of `host` is served by the registration whose resolved options are `options`. */
+export function servedBy(options: object): (host: HostModule | undefined) => boolean {
+  return (host) => {
+    const registration = host && registrationOf(host);
+    if (!registration) return true;
+    return (registration.providers.get(IDEMPOTENCY_MODULE_OPTIONS) as { instance?: unknown }).instance === options;
+  };
+}
+
+/**
+ * Every `@Idempotent()` method of the application's controllers (inherited ones too) that `serves`
+ * accepts: with several registrations, each explores the controllers it serves (see
+ * {@link registrationOf}); by default all of them.
+ */
 export function findIdempotentHandlers(
   discovery: DiscoveryService,
   scanner: MetadataScanner,
   routes: RouteOptionsAccessor,
+  serves: (host: HostModule | undefined) => boolean = () => true,
 ): IdempotentHandler[] {
   const found: IdempotentHandler[] = [];
   for (const wrapper of discovery.getControllers()) {
     const type = wrapper.metatype as { name: string; prototype?: object } | undefined;
-    if (!type?.prototype) continue;
+    if (!type?.prototype || !serves(wrapper.host as HostModule | undefined)) continue;
     const prototype = type.prototype as Record<string, unknown>;
     for (const name of scanner.getAllMethodNames(prototype)) {
       const handler = prototype[name];

@@ -2,7 +2,7 @@ import { Logger } from '@nestjs/common';
 import type { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { NEST_HTTP_CODE_METADATA, NEST_METHOD_METADATA } from '../idempotency.constants.js';
 import { LOGS } from '../idempotency.messages.js';
-import { findIdempotentHandlers } from '../idempotent-handlers.finder.js';
+import { findIdempotentHandlers, servedBy } from '../idempotent-handlers.finder.js';
 import { importOptional } from '../utils/optional-peer.util.js';
 import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
 import type { RouteOptionsAccessor } from '../route-options.accessor.js';
@@ -66,7 +66,8 @@ export class OpenApiExplorer {
 
   /** Loads Swagger if it is installed and `openApi` is on, and documents the routes; returns how many. */
   async explore(): Promise<number> {
-    const handlers = findIdempotentHandlers(this.discovery, this.scanner, this.routes);
+    // Only the controllers this registration serves: another's are documented with its own options.
+    const handlers = findIdempotentHandlers(this.discovery, this.scanner, this.routes, servedBy(this.options));
     if (!this.options.openApi) {
       // Another application of this process may have documented the same handlers.
       for (const { handler } of handlers) undocument(handler);

@@ -23,12 +23,12 @@ import { IdempotencyExplorer } from '../../lib/idempotency.explorer.js';
 import { createProtocol } from '../support/protocol.js';
 
 function explore(controllers: unknown[], moduleRef: Partial<ModuleRef> = {}) {
-  const { routes, identities } = createProtocol({}, moduleRef);
+  const { routes, identities, options } = createProtocol({}, moduleRef);
   const discovery = {
     getControllers: () => controllers.map((metatype) => ({ metatype })),
     getProviders: () => [],
   } as unknown as DiscoveryService;
-  return new IdempotencyExplorer(discovery, new MetadataScanner(), routes, identities).onModuleInit();
+  return new IdempotencyExplorer(options, discovery, new MetadataScanner(), routes, identities).onModuleInit();
 }
 
 class Resolver {
