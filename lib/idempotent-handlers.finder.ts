@@ -65,7 +65,7 @@ export function findIdempotentHandlers(
   const found: IdempotentHandler[] = [];
   for (const wrapper of discovery.getControllers()) {
     const type = wrapper.metatype as { name: string; prototype?: object } | undefined;
-    if (!type?.prototype || !serves(wrapper.host as HostModule | undefined)) continue;
+    if (!type?.prototype || !serves(wrapper.host)) continue;
     const prototype = type.prototype as Record<string, unknown>;
     for (const name of scanner.getAllMethodNames(prototype)) {
       const handler = prototype[name];

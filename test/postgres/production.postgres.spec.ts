@@ -137,7 +137,7 @@ describePg('PostgresStore on production days', () => {
     ]);
     expect(await store.claim('k', { owner: 'o', fingerprint: 'f', leaseMs: 1000 })).toEqual({ state: 'claimed' });
     expect(
-      await store.renewAll!(
+      await store.renewAll(
         [
           { key: 'k', owner: 'o' },
           { key: 'k', owner: 'x' },

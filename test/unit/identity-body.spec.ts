@@ -6,7 +6,7 @@ import type { StoredResponse } from '../../lib/index.js';
 const plain = Buffer.from('{"a":1}');
 const of = (coding: string | string[] | undefined, body: Buffer): StoredResponse => ({
   status: 201,
-  headers: coding === undefined ? { vary: 'accept-encoding' } : { 'content-encoding': coding as string, vary: 'accept-encoding' },
+  headers: coding === undefined ? { vary: 'accept-encoding' } : { 'content-encoding': coding, vary: 'accept-encoding' },
   body,
 });
 
