@@ -1,9 +1,14 @@
 import { STORE_ERRORS } from '../idempotency.messages.js';
 
-/** Which lane a statement waits in. */
+/**
+ * Which lane a statement waits in. `RENEWAL` is the urgent lane's front: the one statement that
+ * keeps every running handler's lease goes before the commits queued behind it, which would
+ * otherwise let those leases lapse on a slow or busy pool.
+ */
+export const RENEWAL = 2;
 export const URGENT = 0;
 export const NORMAL = 1;
-export type Lane = typeof URGENT | typeof NORMAL;
+export type Lane = typeof RENEWAL | typeof URGENT | typeof NORMAL;
 
 interface Waiter {
   readonly lane: Lane;
@@ -46,6 +51,10 @@ export class PoolLanes {
           this.started(lane, work).then(resolve, reject);
         },
       };
+      if (lane === RENEWAL) {
+        this.urgent.unshift(waiter);
+        return;
+      }
       if (lane === URGENT) {
         this.urgent.push(waiter);
         return;
@@ -62,7 +71,7 @@ export class PoolLanes {
 
   private admits(lane: Lane): boolean {
     if (this.running >= this.size) return false;
-    if (lane === URGENT) return true;
+    if (lane !== NORMAL) return true;
     return this.urgent.length === 0 && this.runningNormal < this.normalLimit;
   }
 

@@ -19,7 +19,7 @@ import {
   type PostgresStoreOptions,
 } from './postgres-store.options.js';
 import { CLAIM_SUFFIX, derivedName, INLINE_RECORD_BYTES, postgresSchemaSql, type PostgresNames } from './postgres.schema.js';
-import { NORMAL, PoolLanes, URGENT, type Lane } from './pool.lanes.js';
+import { NORMAL, PoolLanes, RENEWAL, URGENT, type Lane } from './pool.lanes.js';
 import { DEFAULT_SWEEP_INTERVAL_MS, DEFAULT_TABLE_NAME, SWEEP_BATCH, SWEEP_BATCHES } from './sql-store.options.js';
 import { LazyConnection } from './lazy.connection.js';
 import { SqlSweeper } from './sql.sweeper.js';
@@ -242,7 +242,7 @@ export class PostgresStore implements IdempotencyStore {
   /** Every claim in one UPDATE: one round trip per tick, whatever the number of running handlers. */
   async renewAll(claims: readonly OwnedKey[], leaseMs: number): Promise<boolean[]> {
     const rows = (await this.run(
-      URGENT,
+      RENEWAL,
       `UPDATE ${this.qualified()} AS r SET expires_at = clock_timestamp() + $3::bigint * interval '1 millisecond'
        FROM unnest($1::text[], $2::text[]) AS c(key, owner)
        WHERE r.key = c.key AND r.owner = c.owner AND r.state = 0 AND r.expires_at > clock_timestamp()
