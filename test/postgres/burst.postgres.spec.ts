@@ -15,7 +15,16 @@ class Ledger {
   readonly runs = new Map<string, number>();
 }
 
-const HANDLER_MS = 2_500;
+/**
+ * The shape of the burst; BURST_* override it for a one-off measurement (the issue's other shape:
+ * BURST_KEYS=1000 BURST_POOL=4 BURST_LEASE_MS=3000 BURST_DELAY_MS=0).
+ */
+const num = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
+const HANDLER_MS = num('BURST_HANDLER_MS', 2_500);
+const KEYS = num('BURST_KEYS', 120);
+const POOL = num('BURST_POOL', 1);
+const LEASE_MS = num('BURST_LEASE_MS', 1_500);
+const DELAY_MS = num('BURST_DELAY_MS', 3);
 
 @Controller('burst')
 class BurstController {
@@ -43,10 +52,10 @@ describePg.each(ADAPTERS)('a burst on a small pool of a distant PostgreSQL, on %
   beforeAll(async () => {
     server = await PostgresServer.start();
     const url = await server.createDatabase(`burst_${adapter}_${process.pid}`);
-    proxy = await LatencyProxy.start(Number(new URL(url).port), 3);
-    const store = new PostgresStore({ connectionString: proxy.url(url), poolSize: 1 });
+    proxy = await LatencyProxy.start(Number(new URL(url).port), DELAY_MS);
+    const store = new PostgresStore({ connectionString: proxy.url(url), poolSize: POOL });
     app = await startApp(adapter, {
-      imports: [IdempotencyModule.forRoot({ cache: store, leaseMs: 1_500 })],
+      imports: [IdempotencyModule.forRoot({ cache: store, leaseMs: LEASE_MS })],
       controllers: [BurstController],
       providers: [Ledger],
     });
@@ -73,7 +82,7 @@ describePg.each(ADAPTERS)('a burst on a small pool of a distant PostgreSQL, on %
       s.mockImplementation(() => undefined),
     );
     try {
-      const keys = Array.from({ length: 120 }, (_, i) => `burst-${adapter}-${i}`);
+      const keys = Array.from({ length: KEYS }, (_, i) => `burst-${adapter}-${i}`);
       const firsts = await Promise.all(
         keys.map(async (key) => {
           const first = post(key);
