@@ -18,7 +18,7 @@ describe('SqlSweeper', () => {
     expect(sweep).not.toHaveBeenCalled();
     await jest.advanceTimersByTimeAsync(501);
     expect(sweep).toHaveBeenCalledTimes(1);
-    await jest.advanceTimersByTimeAsync(1250);
+    await jest.advanceTimersByTimeAsync(1000);
     expect(sweep).toHaveBeenCalledTimes(2);
     sweeper.stop();
     expect(jest.getTimerCount()).toBe(0);
@@ -59,14 +59,17 @@ describe('SqlSweeper', () => {
 
   it('logs a failed sweep and tries again at the next interval', async () => {
     jest.useFakeTimers();
+    // The jitter's middle: every pause is exactly the interval (a random one made the count vary).
+    jest.spyOn(Math, 'random').mockReturnValue(0.5);
     const sweep = jest.fn(async () => 0).mockRejectedValueOnce(new Error('server down'));
     const sweeper = new SqlSweeper(1000, sweep, logger);
     sweeper.start();
-    await jest.advanceTimersByTimeAsync(1250);
+    await jest.advanceTimersByTimeAsync(1000);
+    expect(sweep).toHaveBeenCalledTimes(1);
     expect(log.warnings).toHaveBeenCalledWith(
       'sweeping expired idempotency rows failed; the next sweep tries again: server down',
     );
-    await jest.advanceTimersByTimeAsync(1250);
+    await jest.advanceTimersByTimeAsync(1000);
     expect(sweep).toHaveBeenCalledTimes(2);
     sweeper.stop();
   });

@@ -44,10 +44,10 @@ describe('renderValue', () => {
   it("keeps the handler's headers and its content type, but not those set before it ran or never stored", () => {
     const before = { 'x-request-id': 'r1', 'content-type': 'text/csv' };
     const headers = { 'x-request-id': 'r1', 'x-set': '1', 'set-cookie': 'a=b', 'content-type': 'text/csv' };
-    // A content type set before the handler (by @Header()) is set again on every retry: not stored, not replaced.
+    // A content type describes the body: stored even when set before the handler (by @Header(), H26), and not replaced.
     expect(renderValue('a,b', 201, headers, before, 'express')).toEqual({
       status: 201,
-      headers: { 'x-set': '1' },
+      headers: { 'x-set': '1', 'content-type': 'text/csv' },
       body: Buffer.from('a,b'),
     });
     expect(renderValue({ a: 1 }, 201, { 'content-type': 'application/vnd.x+json' }, {}, 'express').headers).toEqual({
