@@ -1,5 +1,6 @@
 import { Inject, Injectable, Logger, type OnModuleInit, type Type } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
+import { AsyncResource } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { IDEMPOTENCY_MODULE_OPTIONS } from '../idempotency.constants.js';
@@ -54,7 +55,7 @@ export class IdempotencyObserver implements OnModuleInit {
   private readonly logger = new Logger('Idempotency');
   private telemetry: Telemetry | undefined;
   private listener: Listener | undefined;
-  private queue: { outcome: IdempotencyOutcome; facts: OutcomeFacts; at: number }[] = [];
+  private queue: { outcome: IdempotencyOutcome; facts: OutcomeFacts; at: number; context: AsyncResource }[] = [];
   private pending = 0;
   private dropped = 0;
   private reportedAt = -Infinity;
@@ -110,14 +111,17 @@ export class IdempotencyObserver implements OnModuleInit {
     this.telemetry?.outcome(outcome, facts.route, facts.method, this.store);
     if (outcome !== 'lease-lost' && outcome !== 'evicted') this.telemetry?.mark(outcome);
     if (!this.listener) return;
-    // The event is built (and the key hashed) when it is delivered, off the request's path.
-    if (this.queue.push({ outcome, facts, at: Date.now() }) === 1) setImmediate(() => this.deliver());
+    // The event is built (and the key hashed) when it is delivered, off the request's path. Each is
+    // delivered in the async context of the request that emitted it: a batch runs in the first
+    // one's otherwise, and a listener reading its request's CLS (a request id) got another's.
+    const context = new AsyncResource('IdempotencyEvent');
+    if (this.queue.push({ outcome, facts, at: Date.now(), context }) === 1) setImmediate(() => this.deliver());
   }
 
   private deliver(): void {
     const queued = this.queue;
     this.queue = [];
-    for (const { outcome, facts, at } of queued) {
+    for (const { outcome, facts, at, context } of queued) {
       if (this.pending >= MAX_PENDING) {
         this.dropped++;
         this.report(LOGS.listenerBehind(MAX_PENDING, this.dropped));
@@ -136,7 +140,7 @@ export class IdempotencyObserver implements OnModuleInit {
       };
       let result: unknown;
       try {
-        result = this.listener!(event);
+        result = context.runInAsyncScope(this.listener!, undefined, event);
         // Inside the try: reading `then` runs the listener's code too (a getter may throw).
         if (typeof (result as PromiseLike<unknown> | undefined)?.then !== 'function') continue;
       } catch (err) {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import type { ModuleRef } from '@nestjs/core';
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 import { IdempotencyObserver } from '../../lib/events/idempotency.observer.js';
 import { type IdempotencyEvent, InMemoryCache } from '../../lib/index.js';
@@ -46,6 +47,17 @@ describe('IdempotencyObserver', () => {
       },
       expect.objectContaining({ outcome: 'rejected', code: 'key-missing', storeMs: 0, keyHash: undefined }),
     ]);
+  });
+
+  it("delivers each event of a batch in its own request's async context, where a listener finds that request's CLS", async () => {
+    const requests = new AsyncLocalStorage<string>();
+    const seen: string[] = [];
+    const watching = await observer((e) => void seen.push(`${e.outcome} in ${requests.getStore() ?? 'none'}`));
+    requests.run('request-1', () => watching.emit('executed', { route: 'A.b' }));
+    requests.run('request-2', () => watching.emit('replayed', { route: 'A.b' }));
+    watching.emit('lease-lost', { route: 'A.b' });
+    await tick();
+    expect(seen).toEqual(['executed in request-1', 'replayed in request-2', 'lease-lost in none']);
   });
 
   it('times store calls and marks spans through OpenTelemetry; lease-lost and evicted are no request outcome on a span', async () => {
