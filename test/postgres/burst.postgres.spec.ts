@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { Body, Controller, type INestApplication, Injectable, Logger, Post } from '@nestjs/common';
 import { Idempotent, IdempotencyModule, PostgresStore } from '../../lib/index.js';
 import { ADAPTERS, listen, startApp } from '../support/app.js';
-import { LatencyProxy } from '../support/latency-proxy.js';
+import { FaultProxy } from '../support/fault-proxy.js';
 import { pooled } from '../support/pod.js';
 import { PostgresServer, postgresAvailable } from '../support/postgres-server.js';
 import { sleep } from '../support/timing.js';
@@ -45,14 +45,14 @@ class BurstController {
 // (3 ms each way through a proxy), a pool of one connection, a lease shorter than the handlers.
 describePg.each(ADAPTERS)('a burst on a small pool of a distant PostgreSQL, on %s', (adapter) => {
   let server: PostgresServer;
-  let proxy: LatencyProxy;
+  let proxy: FaultProxy;
   let app: INestApplication;
   let base: string;
   let ledger: Ledger;
   beforeAll(async () => {
     server = await PostgresServer.start();
     const url = await server.createDatabase(`burst_${adapter}_${process.pid}`);
-    proxy = await LatencyProxy.start(Number(new URL(url).port), DELAY_MS);
+    proxy = await FaultProxy.start(Number(new URL(url).port), DELAY_MS);
     const store = new PostgresStore({ connectionString: proxy.url(url), poolSize: POOL });
     app = await startApp(adapter, {
       imports: [IdempotencyModule.forRoot({ cache: store, leaseMs: LEASE_MS })],

@@ -90,6 +90,11 @@ export class Pod {
     return exited;
   }
 
+  /** Sends a signal by PID: SIGSTOP and SIGCONT freeze and thaw the pod (a stop-the-world pause, a throttled container). */
+  signal(signal: NodeJS.Signals): void {
+    this.child.kill(signal);
+  }
+
   /** Ends the process by PID: SIGKILL, as a crashing pod would. */
   kill(): Promise<void> {
     if (this.child.exitCode !== null || this.child.signalCode !== null) return Promise.resolve();
