@@ -1,0 +1,174 @@
+import 'reflect-metadata';
+import { Controller, HttpCode, type MiddlewareConsumer, Module, type NestModule, Post, Req } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { appendFileSync } from 'node:fs';
+import { map, timer } from 'rxjs';
+import {
+  type IdempotencyEvent,
+  IdempotencyModule,
+  type IdempotencyStore,
+  Idempotent,
+  InMemoryCache,
+  PostgresStore,
+  RedisCache,
+  RedisCacheOptions,
+  SqliteStore,
+} from '../../lib/index.js';
+import type { HistoryLine } from './history.js';
+
+// One pod of the fault-injection suite, in a process of its own: five handlers of different shapes
+// behind @Idempotent(), each run appended to a log shared by every pod of a run (one line per write,
+// O_APPEND), and every idempotency event too, with the tenant and key of the request it belongs to.
+// Environment: STORE (memory, redis, postgres, sqlite), STORE_URL (Redis or PostgreSQL URL, SQLite
+// file), ADAPTER, POD, LOG, LEASE_MS, SLOW_MS.
+
+const POD = process.env.POD ?? 'pod';
+const LOG = process.env.LOG ?? '/dev/null';
+const SLOW_MS = Number(process.env.SLOW_MS || 600);
+
+interface RequestFacts {
+  tenant: string;
+  key: string;
+}
+const current = new AsyncLocalStorage<RequestFacts>();
+
+function write(line: HistoryLine): void {
+  appendFileSync(LOG, `${JSON.stringify(line)}\n`);
+}
+
+let runs = 0;
+
+function header(req: { headers: Record<string, string | string[] | undefined> }, name: string): string {
+  return String(req.headers[name] ?? '');
+}
+
+/** Logs the start and the end of one handler run and answers with what identifies it. */
+async function run(req: { headers: Record<string, string | string[] | undefined> }, route: string, work: () => Promise<void>) {
+  const runId = `${POD}#${++runs}`;
+  const facts = { tenant: header(req, 'x-tenant'), key: header(req, 'idempotency-key') };
+  write({ t: 'run', runId, pod: POD, route, ...facts, at: Date.now() });
+  try {
+    await work();
+  } catch (error) {
+    write({ t: 'end', runId, outcome: 'threw', at: Date.now() });
+    throw error;
+  }
+  write({ t: 'end', runId, outcome: 'returned', at: Date.now() });
+  return { ...facts, route, runId };
+}
+
+const pause = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+@Controller('chaos')
+class ChaosController {
+  @Post('fast')
+  @Idempotent()
+  fast(@Req() req: never) {
+    return run(req, 'fast', async () => undefined);
+  }
+
+  @Post('slow')
+  @Idempotent()
+  slow(@Req() req: never) {
+    return run(req, 'slow', () => pause(SLOW_MS));
+  }
+
+  /** Throws half the time: the key is freed and the client's retry runs it again. */
+  @Post('flaky')
+  @Idempotent()
+  flaky(@Req() req: never) {
+    return run(req, 'flaky', async () => {
+      await pause(50);
+      if (Math.random() < 0.5) throw new Error('flaky handler failed');
+    });
+  }
+
+  /** A 4xx the handler returns (a declined payment): stored and replayed like a success. */
+  @Post('declined')
+  @Idempotent()
+  @HttpCode(402)
+  declined(@Req() req: never) {
+    return run(req, 'declined', () => pause(100));
+  }
+
+  /** An Observable that emits after a pause. */
+  @Post('stream')
+  @Idempotent()
+  stream(@Req() req: never) {
+    const runId = `${POD}#${++runs}`;
+    const facts = { tenant: header(req, 'x-tenant'), key: header(req, 'idempotency-key') };
+    write({ t: 'run', runId, pod: POD, route: 'stream', ...facts, at: Date.now() });
+    return timer(SLOW_MS / 2).pipe(
+      map(() => {
+        write({ t: 'end', runId, outcome: 'returned', at: Date.now() });
+        return { ...facts, route: 'stream', runId };
+      }),
+    );
+  }
+}
+
+function store(): IdempotencyStore {
+  const url = process.env.STORE_URL ?? '';
+  switch (process.env.STORE) {
+    case 'redis':
+      return new RedisCache(RedisCacheOptions.create().withUrl(url));
+    case 'postgres':
+      return new PostgresStore({ connectionString: url });
+    case 'sqlite':
+      return new SqliteStore({ filename: url });
+    default:
+      return new InMemoryCache();
+  }
+}
+
+function onEvent(event: IdempotencyEvent): void {
+  const facts = current.getStore();
+  write({
+    t: 'event',
+    pod: POD,
+    outcome: event.outcome,
+    status: event.status,
+    code: event.code,
+    tenant: facts?.tenant,
+    key: facts?.key,
+    at: event.at,
+  });
+}
+
+@Module({
+  imports: [
+    IdempotencyModule.forRoot({
+      cache: store(),
+      leaseMs: Number(process.env.LEASE_MS || 1000),
+      ttlMs: 3_600_000,
+      identity: (req: { headers: Record<string, string | string[] | undefined> }) => header(req, 'x-tenant') || 'anonymous',
+      events: onEvent,
+    }),
+  ],
+  controllers: [ChaosController],
+})
+class ChaosModule implements NestModule {
+  configure(consumer: MiddlewareConsumer): void {
+    // Events carry a hash of the key, not the tenant: the request's own async context carries both.
+    consumer
+      .apply((req: never, _res: unknown, next: () => void) =>
+        current.run({ tenant: header(req, 'x-tenant'), key: header(req, 'idempotency-key') }, next),
+      )
+      .forRoutes('*path');
+  }
+}
+
+async function main(): Promise<void> {
+  const app =
+    process.env.ADAPTER === 'fastify'
+      ? await NestFactory.create(ChaosModule, new FastifyAdapter(), { logger: ['error', 'warn'] })
+      : await NestFactory.create(ChaosModule, { logger: ['error', 'warn'] });
+  app.enableShutdownHooks();
+  await app.listen(0, '127.0.0.1');
+  const url = await app.getUrl();
+  console.log(`chaos pod ${POD} on ${url.replace('[::1]', '127.0.0.1').replace('localhost', '127.0.0.1')}`);
+}
+
+void main();

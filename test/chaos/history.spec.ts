@@ -1,0 +1,125 @@
+import { describe, expect, it } from '@jest/globals';
+import { type Attempt, check, type CheckOptions, type FaultWindow, type HistoryLine } from './history.js';
+
+// The checker on hand-made histories: each guarantee it reads is shown failing on a history that
+// breaks it, so a chaos run that reports nothing has really found nothing.
+
+const final = (status: number) => status === 201 || status === 402;
+const options: CheckOptions = { answerWithinMs: 2000, final };
+
+const run = (runId: string, pod: string, at: number, end: number | undefined, tenant = 'alice', key = 'k'): HistoryLine[] => [
+  { t: 'run', runId, pod, route: 'slow', tenant, key, at },
+  ...(end === undefined ? [] : [{ t: 'end' as const, runId, outcome: 'returned' as const, at: end }]),
+];
+const event = (outcome: string, pod: string, at: number, tenant = 'alice', key = 'k'): HistoryLine => ({
+  t: 'event',
+  pod,
+  outcome,
+  tenant,
+  key,
+  at,
+});
+const answer = (at: number, runId: string, over: Partial<Attempt> = {}): Attempt => ({
+  tenant: 'alice',
+  key: 'k',
+  pod: 'p0',
+  sentAt: at - 10,
+  doneAt: at,
+  status: 201,
+  text: JSON.stringify({ tenant: over.tenant ?? 'alice', key: 'k', runId }),
+  replayed: false,
+  ...over,
+});
+
+describe('the history checker', () => {
+  it('passes a clean history: one run, stored, replayed once', () => {
+    const lines = [...run('a', 'p0', 100, 200), event('executed', 'p0', 210), event('replayed', 'p1', 300)];
+    const verdict = check(lines, [answer(210, 'a'), answer(300, 'a', { pod: 'p1', replayed: true })], [], options);
+    expect(verdict).toEqual({ requests: 2, runs: 1, doubles: 0, stuck: 0, maxAfterHealMs: 0, violations: [] });
+  });
+
+  it('counts a run that started after the key was stored as a double, whatever the fault', () => {
+    const lines = [...run('a', 'p0', 100, 200), event('executed', 'p0', 210), ...run('b', 'p1', 400, 500)];
+    const fault: FaultWindow = { name: 'kill', startAt: 0, healAt: 1000, pods: ['p0', 'p1'] };
+    const verdict = check(lines, [answer(210, 'a')], [fault], options);
+    expect(verdict.doubles).toBe(1);
+    expect(verdict.violations).toContain("alice/k: run b started after the key's response was stored");
+  });
+
+  it('counts overlapping runs as a double unless the first pod was under the fault or reported its lease lost', () => {
+    const overlapping = [...run('a', 'p0', 100, 900), ...run('b', 'p1', 500, 600)];
+    expect(check(overlapping, [answer(600, 'b')], [], options).violations).toEqual([
+      'alice/k: run b started while a was still running',
+    ]);
+    const paused: FaultWindow = { name: 'pause', startAt: 200, healAt: 700, pods: ['p0'] };
+    expect(check(overlapping, [answer(600, 'b')], [paused], options).doubles).toBe(0);
+    const reported = [...overlapping, event('lease-lost', 'p0', 450)];
+    expect(check(reported, [answer(600, 'b')], [], options).doubles).toBe(0);
+    // A lease lost by the other tenant's request of the same key excuses nothing.
+    const otherTenant = [...overlapping, event('lease-lost', 'p0', 450, 'bob')];
+    expect(check(otherTenant, [answer(600, 'b')], [], options).doubles).toBe(1);
+  });
+
+  it('treats a run that never ended (its pod was killed) as running forever', () => {
+    const lines = [...run('a', 'p0', 100, undefined), ...run('b', 'p1', 5000, 5100)];
+    expect(check(lines, [answer(5100, 'b')], [], options).doubles).toBe(1);
+    const killed: FaultWindow = { name: 'kill', startAt: 300, healAt: 300, pods: ['p0'] };
+    expect(check(lines, [answer(5100, 'b')], [killed], options).doubles).toBe(0);
+  });
+
+  it('wants the same bytes in every final answer, unless a run of the key was not stored', () => {
+    const lines = [...run('a', 'p0', 100, 200), ...run('b', 'p1', 300, 400)];
+    const answers = [answer(200, 'a'), answer(400, 'b')];
+    expect(check(lines, answers, [], options).violations).toEqual([
+      expect.stringMatching(/^alice\/k: 2 different final answers: /),
+    ]);
+    expect(check([...lines, event('not-stored', 'p0', 210)], answers, [], options).violations).toEqual([]);
+  });
+
+  it("flags an answer carrying another tenant's response", () => {
+    const lines = run('a', 'p0', 100, 200, 'bob');
+    const verdict = check(
+      lines,
+      [answer(200, 'a', { tenant: 'alice', text: JSON.stringify({ tenant: 'bob', key: 'k' }) })],
+      [],
+      options,
+    );
+    expect(verdict.violations).toEqual(["alice/k: answered with bob/k's response"]);
+  });
+
+  it('counts a key without a final answer, or answered too long after the heal, as stuck', () => {
+    const fault: FaultWindow = { name: 'partition', startAt: 100, healAt: 1000, pods: [] };
+    const never = check([], [answer(900, '', { status: 409, text: '{}' })], [fault], options);
+    expect(never.stuck).toBe(1);
+    expect(never.violations).toEqual(['alice/k: no final answer (last: 409)']);
+    const late = check(
+      run('a', 'p0', 3500, 3600),
+      [answer(50, '', { status: 0, text: 'TimeoutError' }), answer(3600, 'a')],
+      [fault],
+      options,
+    );
+    expect(late).toMatchObject({ stuck: 1, maxAfterHealMs: 2600, violations: ['alice/k: answered 2600 ms after the heal'] });
+    const inTime = check(
+      run('a', 'p0', 1500, 1600),
+      [answer(50, '', { status: 0, text: 'TimeoutError' }), answer(1600, 'a')],
+      [fault],
+      options,
+    );
+    expect(inTime).toMatchObject({ stuck: 0, maxAfterHealMs: 600, violations: [] });
+  });
+
+  it('reports claims the store still holds, and business rows other than one per answered key', () => {
+    const verdict = check([], [answer(200, 'a'), answer(300, 'b', { key: 'j', text: '{}' })], [], {
+      ...options,
+      heldClaims: ['alice/x'],
+      rows: new Map([['alice/k', 2]]),
+    });
+    expect(verdict.doubles).toBe(1);
+    expect(verdict.runs).toBe(2);
+    expect(verdict.violations).toEqual([
+      'alice/k: 2 business rows for one answered key',
+      'alice/j: 0 business rows for one answered key',
+      'alice/x: the store still holds a live claim after the run',
+    ]);
+  });
+});

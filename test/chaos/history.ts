@@ -1,0 +1,188 @@
+// What a fault-injection run records, and the checker that reads it. Pods append handler runs and
+// idempotency events to a log (chaos-pod.ts); clients record every request they sent and what came
+// back (workload.ts); the runner records when each fault began and healed and which pods it touched.
+
+/** A line of the pods' log. */
+export type HistoryLine =
+  | { t: 'run'; runId: string; pod: string; route: string; tenant: string; key: string; at: number }
+  | { t: 'end'; runId: string; outcome: 'returned' | 'threw'; at: number }
+  | {
+      t: 'event';
+      pod: string;
+      outcome: string;
+      status?: number;
+      code?: string;
+      tenant?: string;
+      key?: string;
+      at: number;
+    };
+
+/** One request as its client saw it. */
+export interface Attempt {
+  tenant: string;
+  key: string;
+  pod: string;
+  sentAt: number;
+  doneAt: number;
+  /** 0 when no answer came (connection refused or reset, or the client's own timeout). */
+  status: number;
+  text: string;
+  replayed: boolean;
+}
+
+/** A handler run, from its two log lines (`endAt` undefined when the pod died or stopped during it). */
+export interface Run {
+  runId: string;
+  pod: string;
+  tenant: string;
+  key: string;
+  startAt: number;
+  endAt: number | undefined;
+  outcome: 'returned' | 'threw' | undefined;
+}
+
+/** A fault's time window, and the pods it stopped, killed or cut off (their runs may overlap a successor's). */
+export interface FaultWindow {
+  name: string;
+  startAt: number;
+  healAt: number;
+  pods: string[];
+}
+
+export interface CheckOptions {
+  /** Longest a key may stay unanswerable after the fault healed (lease, slowest handler, retry gaps, slack). */
+  answerWithinMs: number;
+  /** Statuses that are a final answer: stored and replayed. */
+  final: (status: number) => boolean;
+  /** Business rows per tenant and key, where the route writes some (the transactional route). */
+  rows?: Map<string, number>;
+  /** Keys whose claim the store still held, live, after the run (peeked once every lease had ended). */
+  heldClaims?: string[];
+}
+
+/** What the checker found: the table's row and every violation, in words. */
+export interface Verdict {
+  requests: number;
+  runs: number;
+  doubles: number;
+  stuck: number;
+  /** Longest time from heal to a key's final answer, among keys still unanswered at the heal (ms). */
+  maxAfterHealMs: number;
+  violations: string[];
+}
+
+export const id = (tenant: string, key: string): string => `${tenant}/${key}`;
+
+export function runsOf(lines: HistoryLine[]): Run[] {
+  const runs = new Map<string, Run>();
+  for (const line of lines) {
+    if (line.t === 'run')
+      runs.set(line.runId, { ...line, startAt: line.at, endAt: undefined, outcome: undefined, pod: line.pod });
+    else if (line.t === 'end') {
+      const run = runs.get(line.runId);
+      if (run) Object.assign(run, { endAt: line.at, outcome: line.outcome });
+    }
+  }
+  return [...runs.values()];
+}
+
+function groupBy<T>(items: T[], of: (item: T) => string): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const item of items) {
+    const k = of(item);
+    const group = groups.get(k);
+    if (group) group.push(item);
+    else groups.set(k, [item]);
+  }
+  return groups;
+}
+
+/**
+ * Reads a run's history for the guarantees of the protocol:
+ * - no handler ran for a key after a request of it was stored (`executed`), and no two runs of a key
+ *   overlapped, unless the earlier one's pod was stopped, killed or cut off by the fault, or its
+ *   lease was reported lost (a run the store had already given up on);
+ * - every final answer to a key carried the same bytes, unless a run of it was not stored (its commit
+ *   failed or was fenced: the next request legitimately runs it again);
+ * - every answer belongs to the tenant that asked;
+ * - every key got a final answer, within `answerWithinMs` of the heal for keys unanswered by then;
+ * - the store holds no live claim after the run, and the route wrote one business row per answered key.
+ */
+export function check(lines: HistoryLine[], attempts: Attempt[], faults: FaultWindow[], options: CheckOptions): Verdict {
+  const violations: string[] = [];
+  const runs = runsOf(lines);
+  const events = lines.filter((l): l is Extract<HistoryLine, { t: 'event' }> => l.t === 'event');
+  const stored = groupBy(
+    events.filter((e) => e.outcome === 'executed' && e.key),
+    (e) => id(e.tenant!, e.key!),
+  );
+  const unstored = new Set(events.filter((e) => e.outcome === 'not-stored' && e.key).map((e) => id(e.tenant!, e.key!)));
+  const lost = events.filter((e) => e.outcome === 'lease-lost');
+  const excused = (run: Run): boolean =>
+    faults.some((f) => f.pods.includes(run.pod) && f.startAt <= (run.endAt ?? Infinity) && run.startAt <= f.healAt) ||
+    lost.some((e) => e.pod === run.pod && e.key === run.key && e.tenant === run.tenant && e.at >= run.startAt);
+
+  let doubles = 0;
+  for (const [key, group] of groupBy(runs, (r) => id(r.tenant, r.key))) {
+    group.sort((a, b) => a.startAt - b.startAt);
+    const firstStored = Math.min(...(stored.get(key) ?? []).map((e) => e.at));
+    for (let j = 1; j < group.length; j++) {
+      const later = group[j];
+      if (later.startAt > firstStored) {
+        doubles++;
+        violations.push(`${key}: run ${later.runId} started after the key's response was stored`);
+        continue;
+      }
+      const overlapped = group.slice(0, j).find((earlier) => (earlier.endAt ?? Infinity) > later.startAt && !excused(earlier));
+      if (overlapped) {
+        doubles++;
+        violations.push(`${key}: run ${later.runId} started while ${overlapped.runId} was still running`);
+      }
+    }
+  }
+
+  const byKey = groupBy(attempts, (a) => id(a.tenant, a.key));
+  const healAt = Math.max(0, ...faults.map((f) => f.healAt));
+  let stuck = 0;
+  let maxAfterHealMs = 0;
+  for (const [key, tries] of byKey) {
+    for (const a of tries) {
+      if (a.status === 0 || !a.text.startsWith('{')) continue;
+      const body = JSON.parse(a.text) as { tenant?: string; key?: string };
+      if (body.tenant !== undefined && (body.tenant !== a.tenant || body.key !== a.key))
+        violations.push(`${key}: answered with ${body.tenant}/${body.key}'s response`);
+    }
+    const finals = tries.filter((a) => options.final(a.status));
+    if (finals.length === 0) {
+      stuck++;
+      violations.push(`${key}: no final answer (last: ${tries.at(-1)?.status ?? 'none'})`);
+      continue;
+    }
+    const texts = new Set(finals.map((a) => `${a.status} ${a.text}`));
+    if (texts.size > 1 && !unstored.has(key))
+      violations.push(`${key}: ${texts.size} different final answers: ${[...texts].join(' | ')}`);
+    const answeredAt = Math.min(...finals.map((a) => a.doneAt));
+    const started = Math.min(...tries.map((a) => a.sentAt));
+    if (healAt > 0 && started < healAt && answeredAt > healAt) {
+      maxAfterHealMs = Math.max(maxAfterHealMs, answeredAt - healAt);
+      if (answeredAt - healAt > options.answerWithinMs) {
+        stuck++;
+        violations.push(`${key}: answered ${answeredAt - healAt} ms after the heal`);
+      }
+    }
+    const rows = options.rows?.get(key) ?? (options.rows ? 0 : undefined);
+    if (rows !== undefined && rows !== 1) {
+      doubles += Math.max(0, rows - 1);
+      violations.push(`${key}: ${rows} business rows for one answered key`);
+    }
+  }
+  for (const key of options.heldClaims ?? []) violations.push(`${key}: the store still holds a live claim after the run`);
+  return {
+    requests: attempts.length,
+    runs: options.rows ? [...options.rows.values()].reduce((a, b) => a + b, 0) : runs.length,
+    doubles,
+    stuck,
+    maxAfterHealMs,
+    violations,
+  };
+}
