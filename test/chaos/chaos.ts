@@ -1,0 +1,72 @@
+import { parseArgs } from 'node:util';
+import { killTracked } from '../support/processes.js';
+import type { StoreKind } from './cluster.js';
+import { runAll, type ScenarioResult, table } from './runner.js';
+
+// `npm run chaos -- --minutes 10 [--seed N] [--stores redis,postgres] [--faults kill-pod,stall] [--operations 60]`:
+// rounds of every fault on every store, with a new seed per scenario, until the time is up. Prints
+// each scenario's row as it ends, the table and every violation at the end, and the seed of each
+// scenario, so `--seed <it> --stores <its store> --faults <its fault>` replays one that failed.
+
+const ALL: readonly StoreKind[] = ['memory', 'redis', 'postgres', 'sqlite', 'postgres-tx'];
+
+const { values } = parseArgs({
+  options: {
+    minutes: { type: 'string', default: '5' },
+    seed: { type: 'string', default: String(Date.now() % 1_000_000) },
+    stores: { type: 'string', default: ALL.join(',') },
+    faults: { type: 'string' },
+    operations: { type: 'string', default: '60' },
+    spread: { type: 'string', default: '4000' },
+    slack: { type: 'string', default: '3000' },
+    verbose: { type: 'boolean', default: false },
+  },
+});
+
+async function main(): Promise<number> {
+  const stores = values.stores.split(',') as StoreKind[];
+  const unknown = stores.filter((s) => !ALL.includes(s));
+  if (unknown.length) throw new Error(`unknown store ${unknown.join(', ')}; stores are ${ALL.join(', ')}`);
+  const until = Date.now() + Number(values.minutes) * 60_000;
+  let seed = Number(values.seed);
+  console.log(`chaos: seed ${seed}, ${values.minutes} min, stores ${stores.join(', ')}`);
+  const results: ScenarioResult[] = [];
+  do {
+    const round = await runAll(stores, {
+      seed,
+      operations: Number(values.operations),
+      spreadMs: Number(values.spread),
+      slackMs: Number(values.slack),
+      faults: values.faults?.split(','),
+      report: (r) =>
+        console.log(
+          `${r.store} ${r.fault} seed ${r.seed}: ${r.requests} requests, ${r.runs} runs, ${r.doubles} doubles, ${r.stuck} stuck, ` +
+            `${r.maxAfterHealMs} ms after heal${r.violations.length ? `, VIOLATIONS:\n  ${r.violations.join('\n  ')}` : ''}`,
+        ),
+    });
+    results.push(...round);
+    seed += round.length;
+  } while (Date.now() < until);
+  console.log(`\n${table(results)}`);
+  const failed = results.filter((r) => r.violations.length > 0);
+  for (const r of failed) {
+    console.log(
+      `\n${r.store} ${r.fault} (replay: --seed ${r.seed} --stores ${r.store} --faults ${r.fault}):\n  ${r.violations.join('\n  ')}`,
+    );
+    if (values.verbose) console.log(JSON.stringify(r.evidence, null, 1));
+  }
+  console.log(`\n${results.length} scenarios, ${failed.length} with violations`);
+  return failed.length ? 1 : 0;
+}
+
+main().then(
+  async (code) => {
+    await killTracked();
+    process.exit(code);
+  },
+  async (error: unknown) => {
+    console.error(error);
+    await killTracked();
+    process.exit(2);
+  },
+);

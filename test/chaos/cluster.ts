@@ -1,0 +1,279 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type IdempotencyStore, PostgresStore, RedisCache, RedisCacheOptions, SqliteStore } from '../../lib/index.js';
+import { FaultProxy } from '../support/fault-proxy.js';
+import { Pod } from '../support/pod.js';
+import { PostgresServer } from '../support/postgres-server.js';
+import { track } from '../support/processes.js';
+import { RedisServer } from '../support/redis-server.js';
+import { sleep } from '../support/timing.js';
+import type { HistoryLine } from './history.js';
+
+/** What the pods keep their idempotency state in; `postgres-tx` is the ledger sample's transactional route. */
+export type StoreKind = 'memory' | 'redis' | 'postgres' | 'sqlite' | 'postgres-tx';
+
+/** A pod as the fault-injection runner handles it: the chaos pod (chaos-pod.ts) or a ledger sample pod. */
+export interface RunningPod {
+  readonly name: string;
+  readonly base: string;
+  signal(signal: NodeJS.Signals): void;
+  terminate(): Promise<unknown>;
+  kill(): Promise<void>;
+}
+
+/** The compiled chaos pod (.build/test/chaos/chaos-pod.js) in a process of its own. */
+class ChaosPod implements RunningPod {
+  private constructor(
+    readonly name: string,
+    private readonly child: ChildProcess,
+    readonly base: string,
+  ) {}
+
+  static async start(name: string, env: NodeJS.ProcessEnv): Promise<ChaosPod> {
+    const child = track(
+      spawn(process.execPath, ['.build/test/chaos/chaos-pod.js'], {
+        env: { ...process.env, NODE_ENV: 'test', POD: name, ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      }),
+    );
+    const output: string[] = [];
+    child.stdout?.on('data', (d) => output.push(String(d)));
+    child.stderr?.on('data', (d) => output.push(String(d)));
+    for (let i = 0; i < 600; i++) {
+      if (child.exitCode !== null) throw new Error(`chaos pod ${name} exited with ${child.exitCode}: ${output.join('')}`);
+      const base = /chaos pod \S+ on (http:\/\/127\.0\.0\.1:\d+)/.exec(output.join(''))?.[1];
+      if (base) return new ChaosPod(name, child, `${base}/chaos`);
+      await sleep(50);
+    }
+    child.kill('SIGKILL');
+    throw new Error(`chaos pod ${name} did not come up: ${output.join('')}`);
+  }
+
+  signal(signal: NodeJS.Signals): void {
+    this.child.kill(signal);
+  }
+
+  terminate(): Promise<unknown> {
+    return this.end('SIGTERM');
+  }
+
+  async kill(): Promise<void> {
+    await this.end('SIGKILL');
+  }
+
+  private end(signal: NodeJS.Signals): Promise<unknown> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return Promise.resolve(this.child.exitCode);
+    const exited = new Promise((r) => this.child.once('exit', r));
+    this.child.kill(signal);
+    // A stopped process takes no SIGTERM until it runs again.
+    this.child.kill('SIGCONT');
+    return exited;
+  }
+}
+
+/** A ledger sample pod under the runner's name. */
+class LedgerPod implements RunningPod {
+  constructor(
+    readonly name: string,
+    private readonly pod: Pod,
+  ) {}
+
+  get base(): string {
+    return `${this.pod.base}/api/ledger/charges`;
+  }
+
+  signal(signal: NodeJS.Signals): void {
+    this.pod.signal(signal);
+  }
+
+  terminate(): Promise<unknown> {
+    this.pod.signal('SIGCONT');
+    return this.pod.terminate();
+  }
+
+  kill(): Promise<void> {
+    return this.pod.kill();
+  }
+}
+
+export interface ClusterOptions {
+  store: StoreKind;
+  /** App processes (one for the in-memory store, whose state dies with its process). */
+  pods: number;
+  leaseMs: number;
+  /** The chaos pod's slow handler, in ms. */
+  slowMs: number;
+}
+
+/**
+ * A store server of its own (Redis with an append-only file, so a restart keeps what was stored;
+ * PostgreSQL; a SQLite file), one fault proxy per pod slot in front of it, and the pods, alternating
+ * Express and Fastify. Pods append to one history log.
+ */
+export class Cluster {
+  readonly slots: (RunningPod | undefined)[];
+  readonly proxies: FaultProxy[] = [];
+  readonly log: string;
+  redis: RedisServer | undefined;
+  postgres: PostgresServer | undefined;
+  private readonly dir: string;
+  private inspector: IdempotencyStore | undefined;
+  private started = 0;
+
+  private constructor(readonly options: ClusterOptions) {
+    this.dir = mkdtempSync(join(tmpdir(), `idem-chaos-${options.store}-`));
+    this.log = join(this.dir, 'history.jsonl');
+    writeFileSync(this.log, '');
+    this.slots = new Array<RunningPod | undefined>(options.pods).fill(undefined);
+  }
+
+  static async start(options: ClusterOptions): Promise<Cluster> {
+    const cluster = new Cluster(options);
+    try {
+      await cluster.startServer();
+      await Promise.all(cluster.slots.map((_, slot) => cluster.startPod(slot)));
+      return cluster;
+    } catch (error) {
+      await cluster.stop();
+      throw error;
+    }
+  }
+
+  get sqliteFile(): string {
+    return join(this.dir, 'idempotency.db');
+  }
+
+  /** The store's own address, without a proxy. */
+  get storeUrl(): string {
+    return this.redis?.url ?? this.postgres?.url ?? this.sqliteFile;
+  }
+
+  private async startServer(): Promise<void> {
+    const { store } = this.options;
+    if (store === 'redis') {
+      this.redis = await RedisServer.start(['--appendonly', 'yes', '--appendfsync', 'always', '--dir', this.dir], {
+        ownServer: true,
+      });
+    } else if (store === 'postgres' || store === 'postgres-tx') {
+      this.postgres = await PostgresServer.start({ ownServer: true });
+    }
+    if (this.redis || this.postgres) {
+      const port = Number(new URL(this.storeUrl).port);
+      for (let i = 0; i < this.options.pods; i++) this.proxies.push(await FaultProxy.start(port));
+    }
+  }
+
+  /** (Re)starts the pod of a slot, behind the slot's proxy. */
+  async startPod(slot: number): Promise<RunningPod> {
+    const { store, leaseMs, slowMs } = this.options;
+    const name = `p${slot}.${++this.started}`;
+    const adapter = slot % 2 === 0 ? 'express' : 'fastify';
+    const url = this.proxies[slot]?.url(this.storeUrl) ?? this.storeUrl;
+    const pod: RunningPod =
+      store === 'postgres-tx'
+        ? new LedgerPod(
+            name,
+            await Pod.start({
+              sample: 'ledger',
+              store: 'postgres',
+              postgresUrl: url,
+              adapter,
+              leaseMs,
+              providerLatencyMs: slowMs / 2,
+              // A transactional route's lease is its transaction timeout, never renewed: the same length here.
+              env: { TRANSACTION_TIMEOUT_MS: String(leaseMs) },
+            }),
+          )
+        : await ChaosPod.start(name, {
+            STORE: store,
+            STORE_URL: url,
+            ADAPTER: adapter,
+            LOG: this.log,
+            LEASE_MS: String(leaseMs),
+            SLOW_MS: String(slowMs),
+          });
+    this.slots[slot] = pod;
+    return pod;
+  }
+
+  /** Pods to send requests to. */
+  bases(): { pod: string; base: string }[] {
+    return this.slots.filter((p): p is RunningPod => p !== undefined).map((p) => ({ pod: p.name, base: p.base }));
+  }
+
+  history(): HistoryLine[] {
+    return readFileSync(this.log, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as HistoryLine);
+  }
+
+  /** Headers of a tenant's requests: the chaos pod's tenant header, or the ledger's bearer token. */
+  headers(tenant: string): Record<string, string> {
+    return this.options.store === 'postgres-tx' ? { authorization: `Bearer ${tenant}-token` } : { 'x-tenant': tenant };
+  }
+
+  /** The keys of `ids` (`tenant/key`) whose claim the store still holds, live. */
+  async heldClaims(ids: string[]): Promise<string[]> {
+    const inspector = await this.openInspector();
+    if (!inspector?.peek) return [];
+    const held: string[] = [];
+    for (const id of ids) {
+      const [tenant, key] = id.split('/');
+      const scope = this.options.store === 'postgres-tx' ? `acct_${tenant}` : tenant;
+      const entry = await inspector.peek(`idem:${scope}:${key}`);
+      if (entry?.state === 'in-flight') held.push(id);
+    }
+    return held;
+  }
+
+  /** Business rows per `tenant/key` (the ledger's charges). */
+  async rows(): Promise<Map<string, number>> {
+    const rows = await this.postgres!.query<{ account_id: string; idempotency_key: string; n: number }>(
+      'SELECT account_id, idempotency_key, count(*)::int AS n FROM charges GROUP BY 1, 2',
+    );
+    return new Map(rows.map((r) => [`${r.account_id.replace(/^acct_/, '')}/${r.idempotency_key}`, r.n]));
+  }
+
+  private async openInspector(): Promise<IdempotencyStore | undefined> {
+    if (this.inspector) return this.inspector;
+    const { store } = this.options;
+    if (store === 'redis') this.inspector = new RedisCache(RedisCacheOptions.create().withUrl(this.storeUrl));
+    else if (store === 'postgres' || store === 'postgres-tx')
+      this.inspector = new PostgresStore({ connectionString: this.storeUrl, createSchema: false });
+    else if (store === 'sqlite') this.inspector = new SqliteStore({ filename: this.sqliteFile, createSchema: false });
+    await this.inspector?.open?.();
+    return this.inspector;
+  }
+
+  /** Takes an exclusive lock on the SQLite file in another process; resolves once it is held, with its release after `ms`. */
+  async lockSqlite(ms: number): Promise<{ released: Promise<unknown> }> {
+    const child = track(
+      spawn(
+        process.execPath,
+        [
+          '-e',
+          `const D=require('better-sqlite3');const d=new D(process.argv[1],{timeout:10000});d.exec('BEGIN EXCLUSIVE');` +
+            `console.log('locked');setTimeout(()=>{d.exec('COMMIT');d.close();},Number(process.argv[2]));`,
+          this.sqliteFile,
+          String(ms),
+        ],
+        { stdio: ['ignore', 'pipe', 'inherit'] },
+      ),
+    );
+    const released = new Promise((r) => child.once('exit', r));
+    await new Promise<void>((resolve) => child.stdout?.once('data', () => resolve()));
+    return { released };
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.slots.map(async (p) => p?.kill()));
+    await this.inspector?.close?.();
+    await Promise.all(this.proxies.map((p) => p.close()));
+    await this.redis?.stop();
+    await this.postgres?.destroy();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,168 @@
+import type { Cluster, StoreKind } from './cluster.js';
+
+/** A fault in progress: the pods it stopped, killed or cut off, and how it ends. */
+export interface Injected {
+  /** Pods whose running handlers the fault froze, killed or cut off from the store (their overlaps are excused). */
+  pods: string[];
+  /** Ends the fault; resolves once it has ended (the server is back, the pod runs again). */
+  heal(): Promise<void>;
+  /** Makes the cluster whole again after the heal (starts a killed pod's successor). */
+  recover?(): Promise<unknown>;
+}
+
+/** One kind of fault, for the stores it applies to. */
+export interface Fault {
+  name: string;
+  stores: readonly StoreKind[];
+  /** How long it lasts before its heal, for a lease of `leaseMs`. */
+  holdMs(leaseMs: number): number;
+  inject(cluster: Cluster): Promise<Injected>;
+}
+
+const NETWORK: readonly StoreKind[] = ['redis', 'postgres', 'postgres-tx'];
+const POD_FAULTS: readonly StoreKind[] = ['redis', 'postgres', 'sqlite', 'postgres-tx'];
+
+/** Kills or stops the first pod; a successor takes its slot as an orchestrator would start one. */
+function replacing(cluster: Cluster, end: (pod: NonNullable<Cluster['slots'][number]>) => Promise<unknown>): Injected {
+  const pod = cluster.slots[0]!;
+  return {
+    pods: [pod.name],
+    heal: async () => {
+      cluster.slots[0] = undefined;
+      await end(pod);
+    },
+    recover: () => cluster.startPod(0),
+  };
+}
+
+/**
+ * The catalogue. Each fault acts at a random moment of the load and heals after its hold; what it
+ * does to requests and leases is what docs/chaos.md describes.
+ */
+export const FAULTS: readonly Fault[] = [
+  {
+    name: 'none',
+    stores: ['memory', 'redis', 'postgres', 'sqlite', 'postgres-tx'],
+    holdMs: () => 0,
+    inject: async () => ({ pods: [], heal: async () => undefined }),
+  },
+  {
+    // Another zone: a few milliseconds each way, with jitter, on every connection to the store.
+    name: 'latency',
+    stores: NETWORK,
+    holdMs: (lease) => 2 * lease,
+    inject: async (cluster) => {
+      for (const proxy of cluster.proxies) proxy.delay({ delayMs: 4, jitterMs: 4 });
+      return {
+        pods: [],
+        heal: async () => {
+          for (const proxy of cluster.proxies) proxy.delay({ delayMs: 0, jitterMs: 0 });
+        },
+      };
+    },
+  },
+  {
+    // The store unreachable from every pod: connections cut, new ones refused, longer than a lease.
+    name: 'partition',
+    stores: NETWORK,
+    holdMs: (lease) => 2 * lease,
+    inject: async (cluster) => {
+      for (const proxy of cluster.proxies) proxy.partition();
+      return {
+        pods: [],
+        heal: async () => {
+          for (const proxy of cluster.proxies) proxy.heal();
+        },
+      };
+    },
+  },
+  {
+    // One pod cut off from the store while the others go on: its leases lapse and its keys move on.
+    name: 'isolate-pod',
+    stores: ['redis', 'postgres'],
+    holdMs: (lease) => 2 * lease,
+    inject: async (cluster) => {
+      cluster.proxies[0].partition();
+      return { pods: [cluster.slots[0]!.name], heal: async () => cluster.proxies[0].heal() };
+    },
+  },
+  {
+    // A hung path: bytes held in both directions, connections left open, for longer than a lease.
+    name: 'stall',
+    stores: ['redis', 'postgres'],
+    holdMs: (lease) => Math.round(1.5 * lease),
+    inject: async (cluster) => {
+      for (const proxy of cluster.proxies) proxy.stall();
+      return {
+        pods: [],
+        heal: async () => {
+          for (const proxy of cluster.proxies) proxy.resume();
+        },
+      };
+    },
+  },
+  {
+    // The store process killed and started again on its data (Redis with its append-only file).
+    name: 'store-restart',
+    stores: NETWORK,
+    holdMs: () => 300,
+    inject: async (cluster) => {
+      await (cluster.redis ?? cluster.postgres)!.stop();
+      return { pods: [], heal: () => (cluster.redis ?? cluster.postgres)!.resume() };
+    },
+  },
+  {
+    // Redis answers nothing for a while (CLIENT PAUSE), connections open: a failover or a slow fork.
+    name: 'client-pause',
+    stores: ['redis'],
+    holdMs: (lease) => Math.round(1.5 * lease),
+    inject: async (cluster) => {
+      const ms = Math.round(1.5 * cluster.options.leaseMs);
+      cluster.redis!.cli('CLIENT', 'PAUSE', String(ms), 'ALL');
+      return { pods: [], heal: async () => undefined };
+    },
+  },
+  {
+    // A pod crashes (SIGKILL) mid-handler; a successor starts in its slot.
+    name: 'kill-pod',
+    stores: POD_FAULTS,
+    holdMs: () => 0,
+    inject: async (cluster) => replacing(cluster, (pod) => pod.kill()),
+  },
+  {
+    // A rolling deploy: SIGTERM, running handlers finish and commit, the pod exits; a successor starts.
+    name: 'sigterm-pod',
+    stores: POD_FAULTS,
+    holdMs: () => 0,
+    inject: async (cluster) => {
+      const injected = replacing(cluster, (pod) => pod.terminate());
+      // A graceful shutdown excuses nothing: its handlers must finish and commit.
+      return { ...injected, pods: [] };
+    },
+  },
+  {
+    // A frozen pod (a stop-the-world pause, a throttled container) for longer than a lease, then thawed.
+    name: 'pause-pod',
+    stores: ['memory', ...POD_FAULTS],
+    holdMs: (lease) => 2 * lease,
+    inject: async (cluster) => {
+      const pod = cluster.slots[0]!;
+      pod.signal('SIGSTOP');
+      return { pods: [pod.name], heal: async () => pod.signal('SIGCONT') };
+    },
+  },
+  {
+    // Another process holds the SQLite file's write lock for longer than the busy timeout.
+    name: 'sqlite-lock',
+    stores: ['sqlite'],
+    holdMs: () => 0,
+    inject: async (cluster) => {
+      const { released } = await cluster.lockSqlite(Math.round(1.5 * cluster.options.leaseMs));
+      return { pods: [], heal: () => released.then(() => undefined) };
+    },
+  },
+];
+
+export function faultsFor(store: StoreKind, names?: readonly string[]): Fault[] {
+  return FAULTS.filter((f) => f.stores.includes(store) && (!names || names.includes(f.name)));
+}

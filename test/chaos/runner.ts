@@ -1,0 +1,146 @@
+import { sleep } from '../support/timing.js';
+import { Cluster, type StoreKind } from './cluster.js';
+import { type Fault, faultsFor } from './faults.js';
+import { type Attempt, check, type FaultWindow, type HistoryLine, id, type Verdict } from './history.js';
+import { drive, operations, random } from './workload.js';
+
+/** How big one scenario (a fault on a store) is. */
+export interface ScenarioOptions {
+  seed: number;
+  /** Operations (keys) per scenario. */
+  operations: number;
+  /** Over how long their first requests are spread (ms). */
+  spreadMs: number;
+  /** Extra time a key may take to be answered after the heal, beyond lease + slowest handler + retry pause (a busy machine). */
+  slackMs: number;
+}
+
+export interface ScenarioResult extends Verdict {
+  store: StoreKind;
+  fault: string;
+  seed: number;
+  /** The fault's window, and for each key with a violation its log lines and requests, to read what happened. */
+  evidence: { window: FaultWindow; keys: Record<string, { lines: HistoryLine[]; attempts: Attempt[] }> };
+}
+
+const LEASE_MS = 1000;
+const SLOW_MS = 400;
+const CHAOS_ROUTES = ['/fast', '/slow', '/slow', '/flaky', '/declined', '/stream'];
+
+/** 2xx, and the declined route's 402: answers that are stored and replayed. */
+const final = (status: number): boolean => (status >= 200 && status < 300) || status === 402;
+
+export function clusterFor(store: StoreKind): Promise<Cluster> {
+  return Cluster.start({ store, pods: store === 'memory' ? 1 : 2, leaseMs: LEASE_MS, slowMs: SLOW_MS });
+}
+
+/**
+ * One fault on one cluster: the workload starts, the fault strikes at a random moment of it and
+ * heals after its hold, clients go on until every key is answered or a deadline passes; once every
+ * lease has ended, the store is inspected and the history checked.
+ */
+export async function runScenario(cluster: Cluster, fault: Fault, options: ScenarioOptions): Promise<ScenarioResult> {
+  const { store, leaseMs, slowMs } = cluster.options;
+  const rng = random(options.seed);
+  const prefix = `${fault.name}-${options.seed.toString(36)}`;
+  const ledger = store === 'postgres-tx';
+  const ops = operations(options.operations, prefix, options.spreadMs, rng, ledger ? [''] : CHAOS_ROUTES, (i) =>
+    ledger ? { amount: 100 + i, currency: 'EUR' } : { amount: 100 + i },
+  );
+  const injectAt = options.spreadMs * (0.2 + 0.4 * rng());
+  const holdMs = fault.holdMs(leaseMs);
+  const answerWithinMs = leaseMs + slowMs + 300 + options.slackMs;
+  const started = Date.now();
+  const deadline = started + injectAt + holdMs + answerWithinMs + 5000;
+  const clients = drive(
+    ops,
+    cluster,
+    {
+      final,
+      headers: (t) => cluster.headers(t),
+      deadline,
+      abandonShare: 0.15,
+      requestTimeoutMs: 3 * leaseMs + slowMs + options.slackMs,
+    },
+    random(options.seed + 1),
+  );
+
+  await sleep(injectAt);
+  const window: FaultWindow = { name: fault.name, startAt: Date.now(), healAt: 0, pods: [] };
+  const injected = await fault.inject(cluster);
+  window.pods = injected.pods;
+  await sleep(holdMs);
+  await injected.heal();
+  window.healAt = Date.now();
+  const attempts = await clients;
+  await injected.recover?.();
+
+  // Every lease of the scenario has ended (a killed pod's too): a claim still live has lost its owner.
+  await sleep(leaseMs + 500);
+  const ids = [...new Set(ops.map((op) => id(op.tenant, op.key)))];
+  const mine = (line: HistoryLine) => line.t !== 'run' || line.key.startsWith(`${prefix}-`);
+  const lines = cluster.history().filter(mine);
+  const rows = ledger
+    ? new Map([...(await cluster.rows())].filter(([key]) => key.split('/')[1]?.startsWith(`${prefix}-`)))
+    : undefined;
+  const verdict = check(lines, attempts, fault.name === 'none' ? [] : [window], {
+    answerWithinMs,
+    final,
+    rows,
+    heldClaims: await cluster.heldClaims(ids),
+  });
+  const keys: ScenarioResult['evidence']['keys'] = {};
+  for (const v of verdict.violations) {
+    const key = v.split(':')[0];
+    const [tenant, name] = key.split('/');
+    const runIds = new Set(
+      lines.filter((l) => l.t === 'run' && l.tenant === tenant && l.key === name).map((l) => (l as { runId: string }).runId),
+    );
+    keys[key] = {
+      lines: lines.filter((l) => (l.t === 'end' ? runIds.has(l.runId) : l.tenant === tenant && l.key === name)),
+      attempts: attempts.filter((a) => a.tenant === tenant && a.key === name),
+    };
+  }
+  return { store, fault: fault.name, seed: options.seed, ...verdict, evidence: { window, keys } };
+}
+
+/** Every fault of `faults` (all by default) once on each store, each store on a cluster of its own. */
+export async function runAll(
+  stores: readonly StoreKind[],
+  options: ScenarioOptions & { faults?: readonly string[]; report?: (result: ScenarioResult) => void },
+): Promise<ScenarioResult[]> {
+  const results: ScenarioResult[] = [];
+  let seed = options.seed;
+  for (const store of stores) {
+    const cluster = await clusterFor(store);
+    try {
+      for (const fault of faultsFor(store, options.faults)) {
+        const result = await runScenario(cluster, fault, { ...options, seed: seed++ });
+        results.push(result);
+        options.report?.(result);
+      }
+    } finally {
+      await cluster.stop();
+    }
+  }
+  return results;
+}
+
+/** The table of results: one line per fault and store. */
+export function table(results: readonly ScenarioResult[]): string {
+  const head = ['store', 'fault', 'seed', 'requests', 'runs', 'doubles', 'stuck', 'max after heal (ms)', 'violations'];
+  const rows = results.map((r) => [
+    r.store,
+    r.fault,
+    String(r.seed),
+    String(r.requests),
+    String(r.runs),
+    String(r.doubles),
+    String(r.stuck),
+    String(r.maxAfterHealMs),
+    String(r.violations.length),
+  ]);
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+  const line = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(' | ')} |`;
+  return [line(head), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...rows.map(line)].join('\n');
+}
