@@ -10,8 +10,8 @@ import { built } from '../support/build.js';
 
 built('.build');
 
-const REQUESTS = 20_000;
-const KEYS = 2_000;
+const REQUESTS = 10_000;
+const KEYS = 1_000;
 const CONCURRENCY = 48;
 /** A payment provider that takes a moment, so that duplicates in a burst really overlap. */
 const PROVIDER_LATENCY_MS = 2;
@@ -35,7 +35,7 @@ interface Tally {
 }
 
 /**
- * 20,000 requests over 2,000 keys: random retries, and bursts of 2-4 concurrent duplicates.
+ * 10,000 requests over 1,000 keys: random retries, and bursts of 2-4 concurrent duplicates.
  * Checks: one payment row per key, every replay identical to the first response, no 5xx.
  */
 async function runLoad(pods: Pod[], database: string, label: string): Promise<void> {
