@@ -1,4 +1,5 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
+import { AsyncResource } from 'node:async_hooks';
 import { IdempotencyObserver } from './events/idempotency.observer.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
 import { LOGS } from './idempotency.messages.js';
@@ -32,6 +33,10 @@ export class LeaseRenewer {
   private renewing = false;
   private failures = 0;
   private drained: (() => void) | undefined;
+  // Made at bootstrap, outside any request: the timer runs in it, not in the async context of the
+  // request whose claim happened to start it (its renewals traced, and its lease-lost events read
+  // by a CLS-reading listener, as that request's otherwise).
+  private readonly context = new AsyncResource('IdempotencyLeaseRenewer');
   /** Set by {@link drain}: the application is shutting down, and takes no new keys. */
   draining = false;
 
@@ -44,7 +49,7 @@ export class LeaseRenewer {
   hold(claim: ActiveClaim): void {
     this.held.add(claim);
     if (this.timer) return;
-    this.timer = setInterval(() => void this.renewAll(), this.tickMs());
+    this.timer = this.context.runInAsyncScope(() => setInterval(() => void this.renewAll(), this.tickMs()));
     this.timer.unref();
   }
 

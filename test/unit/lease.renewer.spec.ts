@@ -1,4 +1,5 @@
 import { describe, expect, it, jest } from '@jest/globals';
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { OwnedKey } from '../../lib/index.js';
 import { spyOnLogger } from '../support/logger.js';
 import { createProtocol as setup } from '../support/protocol.js';
@@ -55,6 +56,24 @@ describe('LeaseRenewer', () => {
     expect(store.calls).toEqual([]);
     expect(held[0].heldUntil).toBe(5_010 + 30);
     for (const c of held) leases.unhold(c);
+    await leases.drain();
+  });
+
+  it('renews outside the async context of the request whose claim started its timer', async () => {
+    jest.useRealTimers();
+    const { store, leases } = setup({ leaseMs: 30 });
+    const request = new AsyncLocalStorage<string>();
+    const seen = new Promise<string | undefined>((resolve) =>
+      Object.assign(store, {
+        renewAll: async (claims: readonly OwnedKey[]) => {
+          resolve(request.getStore());
+          return claims.map(() => true);
+        },
+      }),
+    );
+    request.run('first request', () => leases.hold(claim));
+    expect(await seen).toBeUndefined();
+    leases.unhold(claim);
     await leases.drain();
   });
 
