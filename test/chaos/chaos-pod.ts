@@ -3,6 +3,7 @@ import { Controller, HttpCode, type MiddlewareConsumer, Module, type NestModule,
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { createHash } from 'node:crypto';
 import { appendFileSync } from 'node:fs';
 import { map, timer } from 'rxjs';
 import {
@@ -22,7 +23,7 @@ import type { HistoryLine } from './history.js';
 // behind @Idempotent(), each run appended to a log shared by every pod of a run (one line per write,
 // O_APPEND), and every idempotency event too, with the tenant and key of the request it belongs to.
 // Environment: STORE (memory, redis, postgres, sqlite), STORE_URL (Redis or PostgreSQL URL, SQLite
-// file), ADAPTER, POD, LOG, LEASE_MS, SLOW_MS.
+// file), ADAPTER, POD, LOG, LEASE_MS, SLOW_MS, POOL_SIZE.
 
 const POD = process.env.POD ?? 'pod';
 const LOG = process.env.LOG ?? '/dev/null';
@@ -33,6 +34,9 @@ interface RequestFacts {
   key: string;
 }
 const current = new AsyncLocalStorage<RequestFacts>();
+// An event names its key by a hash of the store key (`idem:<tenant>:<key>`): what the pod has seen,
+// by that hash. A lease-lost event belongs to no request's context, so this is how it is placed.
+const byHash = new Map<string, RequestFacts>();
 
 function write(line: HistoryLine): void {
   appendFileSync(LOG, `${JSON.stringify(line)}\n`);
@@ -115,7 +119,7 @@ function store(): IdempotencyStore {
     case 'redis':
       return new RedisCache(RedisCacheOptions.create().withUrl(url));
     case 'postgres':
-      return new PostgresStore({ connectionString: url });
+      return new PostgresStore({ connectionString: url, poolSize: Number(process.env.POOL_SIZE) || undefined });
     case 'sqlite':
       return new SqliteStore({ filename: url });
     default:
@@ -124,7 +128,8 @@ function store(): IdempotencyStore {
 }
 
 function onEvent(event: IdempotencyEvent): void {
-  const facts = current.getStore();
+  const context = current.getStore();
+  const facts = (event.keyHash && byHash.get(event.keyHash)) || context;
   write({
     t: 'event',
     pod: POD,
@@ -133,6 +138,8 @@ function onEvent(event: IdempotencyEvent): void {
     code: event.code,
     tenant: facts?.tenant,
     key: facts?.key,
+    // The request whose async context the listener ran in: the checker wants it to be the event's own.
+    context: context && `${context.tenant}/${context.key}`,
     at: event.at,
   });
 }
@@ -151,11 +158,12 @@ function onEvent(event: IdempotencyEvent): void {
 })
 class ChaosModule implements NestModule {
   configure(consumer: MiddlewareConsumer): void {
-    // Events carry a hash of the key, not the tenant: the request's own async context carries both.
     consumer
-      .apply((req: never, _res: unknown, next: () => void) =>
-        current.run({ tenant: header(req, 'x-tenant'), key: header(req, 'idempotency-key') }, next),
-      )
+      .apply((req: never, _res: unknown, next: () => void) => {
+        const facts = { tenant: header(req, 'x-tenant'), key: header(req, 'idempotency-key') };
+        byHash.set(createHash('sha256').update(`idem:${facts.tenant}:${facts.key}`).digest('hex'), facts);
+        current.run(facts, next);
+      })
       .forRoutes('*path');
   }
 }

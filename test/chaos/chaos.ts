@@ -3,7 +3,8 @@ import { killTracked } from '../support/processes.js';
 import type { StoreKind } from './cluster.js';
 import { runAll, type ScenarioResult, table } from './runner.js';
 
-// `npm run chaos -- --minutes 10 [--seed N] [--stores redis,postgres] [--faults kill-pod,stall] [--operations 60]`:
+// `npm run chaos -- --minutes 10 [--seed N] [--stores redis,postgres] [--faults kill-pod,stall] [--operations 60]
+// [--spread 4000] [--slow 400] [--pool 1]`:
 // rounds of every fault on every store, with a new seed per scenario, until the time is up. Prints
 // each scenario's row as it ends, the table and every violation at the end, and the seed of each
 // scenario, so `--seed <it> --stores <its store> --faults <its fault>` replays one that failed.
@@ -19,6 +20,8 @@ const { values } = parseArgs({
     operations: { type: 'string', default: '60' },
     spread: { type: 'string', default: '4000' },
     slack: { type: 'string', default: '3000' },
+    slow: { type: 'string', default: '400' },
+    pool: { type: 'string' },
     verbose: { type: 'boolean', default: false },
   },
 });
@@ -37,10 +40,13 @@ async function main(): Promise<number> {
       operations: Number(values.operations),
       spreadMs: Number(values.spread),
       slackMs: Number(values.slack),
+      slowMs: Number(values.slow),
+      poolSize: values.pool ? Number(values.pool) : undefined,
       faults: values.faults?.split(','),
       report: (r) =>
         console.log(
           `${r.store} ${r.fault} seed ${r.seed}: ${r.requests} requests, ${r.runs} runs, ${r.doubles} doubles, ${r.stuck} stuck, ` +
+            `${r.lostLeases} leases lost, ${r.notStored} not stored, ` +
             `${r.maxAfterHealMs} ms after heal${r.violations.length ? `, VIOLATIONS:\n  ${r.violations.join('\n  ')}` : ''}`,
         ),
     });

@@ -105,6 +105,8 @@ export interface ClusterOptions {
   leaseMs: number;
   /** The chaos pod's slow handler, in ms. */
   slowMs: number;
+  /** Connections of each pod's PostgreSQL pool (the store's default when unset): a small pool under a burst. */
+  poolSize?: number;
 }
 
 /**
@@ -193,6 +195,7 @@ export class Cluster {
             LOG: this.log,
             LEASE_MS: String(leaseMs),
             SLOW_MS: String(slowMs),
+            POOL_SIZE: this.options.poolSize ? String(this.options.poolSize) : '',
           });
     this.slots[slot] = pod;
     return pod;

@@ -16,6 +16,8 @@ export interface Fault {
   stores: readonly StoreKind[];
   /** How long it lasts before its heal, for a lease of `leaseMs`. */
   holdMs(leaseMs: number): number;
+  /** It takes the store out of reach (leases may lapse, commits fail); see FaultWindow.cutsStore. */
+  cutsStore?: boolean;
   inject(cluster: Cluster): Promise<Injected>;
 }
 
@@ -64,6 +66,7 @@ export const FAULTS: readonly Fault[] = [
   {
     // The store unreachable from every pod: connections cut, new ones refused, longer than a lease.
     name: 'partition',
+    cutsStore: true,
     stores: NETWORK,
     holdMs: (lease) => 2 * lease,
     inject: async (cluster) => {
@@ -79,6 +82,7 @@ export const FAULTS: readonly Fault[] = [
   {
     // One pod cut off from the store while the others go on: its leases lapse and its keys move on.
     name: 'isolate-pod',
+    cutsStore: true,
     stores: ['redis', 'postgres'],
     holdMs: (lease) => 2 * lease,
     inject: async (cluster) => {
@@ -89,6 +93,7 @@ export const FAULTS: readonly Fault[] = [
   {
     // A hung path: bytes held in both directions, connections left open, for longer than a lease.
     name: 'stall',
+    cutsStore: true,
     stores: ['redis', 'postgres'],
     holdMs: (lease) => Math.round(1.5 * lease),
     inject: async (cluster) => {
@@ -104,6 +109,7 @@ export const FAULTS: readonly Fault[] = [
   {
     // The store process killed and started again on its data (Redis with its append-only file).
     name: 'store-restart',
+    cutsStore: true,
     stores: NETWORK,
     holdMs: () => 300,
     inject: async (cluster) => {
@@ -114,6 +120,7 @@ export const FAULTS: readonly Fault[] = [
   {
     // Redis answers nothing for a while (CLIENT PAUSE), connections open: a failover or a slow fork.
     name: 'client-pause',
+    cutsStore: true,
     stores: ['redis'],
     holdMs: (lease) => Math.round(1.5 * lease),
     inject: async (cluster) => {
@@ -154,6 +161,7 @@ export const FAULTS: readonly Fault[] = [
   {
     // Another process holds the SQLite file's write lock for longer than the busy timeout.
     name: 'sqlite-lock',
+    cutsStore: true,
     stores: ['sqlite'],
     holdMs: () => 0,
     inject: async (cluster) => {

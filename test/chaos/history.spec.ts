@@ -35,7 +35,16 @@ describe('the history checker', () => {
   it('passes a clean history: one run, stored, replayed once', () => {
     const lines = [...run('a', 'p0', 100, 200), event('executed', 'p0', 210), event('replayed', 'p1', 300)];
     const verdict = check(lines, [answer(210, 'a'), answer(300, 'a', { pod: 'p1', replayed: true })], [], options);
-    expect(verdict).toEqual({ requests: 2, runs: 1, doubles: 0, stuck: 0, maxAfterHealMs: 0, violations: [] });
+    expect(verdict).toEqual({
+      requests: 2,
+      runs: 1,
+      doubles: 0,
+      stuck: 0,
+      maxAfterHealMs: 0,
+      lostLeases: 0,
+      notStored: 0,
+      violations: [],
+    });
   });
 
   it('counts a run that started after the key was stored as a double, whatever the fault', () => {
@@ -46,7 +55,7 @@ describe('the history checker', () => {
     expect(verdict.violations).toContain("alice/k: run b started after the key's response was stored");
   });
 
-  it('counts overlapping runs as a double unless the first pod was under the fault or reported its lease lost', () => {
+  it('counts overlapping runs as a double unless the first pod was under the fault or lost its lease while the store was cut off', () => {
     const overlapping = [...run('a', 'p0', 100, 900), ...run('b', 'p1', 500, 600)];
     expect(check(overlapping, [answer(600, 'b')], [], options).violations).toEqual([
       'alice/k: run b started while a was still running',
@@ -54,10 +63,44 @@ describe('the history checker', () => {
     const paused: FaultWindow = { name: 'pause', startAt: 200, healAt: 700, pods: ['p0'] };
     expect(check(overlapping, [answer(600, 'b')], [paused], options).doubles).toBe(0);
     const reported = [...overlapping, event('lease-lost', 'p0', 450)];
-    expect(check(reported, [answer(600, 'b')], [], options).doubles).toBe(0);
+    const partition: FaultWindow = { name: 'partition', startAt: 200, healAt: 300, pods: [], cutsStore: true };
+    expect(check(reported, [answer(600, 'b')], [partition], options)).toMatchObject({ doubles: 0, violations: [] });
     // A lease lost by the other tenant's request of the same key excuses nothing.
     const otherTenant = [...overlapping, event('lease-lost', 'p0', 450, 'bob')];
     expect(check(otherTenant, [answer(600, 'b')], [], options).doubles).toBe(1);
+  });
+
+  it('flags a lost lease or an unstored response unless a fault cut the store off or touched the pod', () => {
+    const lines = [...run('a', 'p0', 100, 900), event('lease-lost', 'p0', 450), event('not-stored', 'p0', 910)];
+    const healthy = check(lines, [answer(1000, 'a')], [], options);
+    expect(healthy).toMatchObject({ lostLeases: 1, notStored: 1 });
+    expect(healthy.violations).toEqual([
+      'alice/k: lease-lost on p0 with no fault cutting the store off',
+      'alice/k: not-stored on p0 with no fault cutting the store off',
+    ]);
+    // Latency cuts nothing off: the library must keep its leases and commits through it.
+    const latency: FaultWindow = { name: 'latency', startAt: 0, healAt: 2000, pods: [] };
+    expect(check(lines, [answer(1000, 'a')], [latency], options).violations).toHaveLength(2);
+    // A store cut off until 100 ms excuses what happens within answerWithinMs (2 s) of the heal, no later.
+    const cut: FaultWindow = { name: 'stall', startAt: 0, healAt: 100, pods: [], cutsStore: true };
+    expect(check(lines, [answer(1000, 'a')], [cut], options).violations).toEqual([]);
+    expect(check(lines, [answer(1000, 'a')], [{ ...cut, startAt: -3000, healAt: -1600 }], options).violations).toHaveLength(2);
+    const paused: FaultWindow = { name: 'pause', startAt: 0, healAt: 0, pods: ['p0'] };
+    expect(check(lines, [answer(1000, 'a')], [paused], options).violations).toEqual([]);
+  });
+
+  it('counts a run after one that returned as a double, and not after one that threw', () => {
+    const returned = [...run('a', 'p0', 100, 200), ...run('b', 'p1', 300, 400)];
+    expect(check(returned, [answer(400, 'b')], [], options)).toMatchObject({
+      doubles: 1,
+      violations: ['alice/k: run b started after a had returned'],
+    });
+    const threw: HistoryLine[] = [
+      { t: 'run', runId: 'a', pod: 'p0', route: 'flaky', tenant: 'alice', key: 'k', at: 100 },
+      { t: 'end', runId: 'a', outcome: 'threw', at: 200 },
+      ...run('b', 'p1', 300, 400),
+    ];
+    expect(check(threw, [answer(400, 'b')], [], options)).toMatchObject({ doubles: 0, violations: [] });
   });
 
   it('treats a run that never ended (its pod was killed) as running forever', () => {
@@ -71,9 +114,11 @@ describe('the history checker', () => {
     const lines = [...run('a', 'p0', 100, 200), ...run('b', 'p1', 300, 400)];
     const answers = [answer(200, 'a'), answer(400, 'b')];
     expect(check(lines, answers, [], options).violations).toEqual([
+      'alice/k: run b started after a had returned',
       expect.stringMatching(/^alice\/k: 2 different final answers: /),
     ]);
-    expect(check([...lines, event('not-stored', 'p0', 210)], answers, [], options).violations).toEqual([]);
+    const cut: FaultWindow = { name: 'partition', startAt: 150, healAt: 250, pods: [], cutsStore: true };
+    expect(check([...lines, event('not-stored', 'p0', 210)], answers, [cut], options).violations).toEqual([]);
   });
 
   it("flags an answer carrying another tenant's response", () => {
@@ -85,6 +130,19 @@ describe('the history checker', () => {
       options,
     );
     expect(verdict.violations).toEqual(["alice/k: answered with bob/k's response"]);
+  });
+
+  it("flags an event delivered in another request's async context", () => {
+    const lines: HistoryLine[] = [
+      ...run('a', 'p0', 100, 200),
+      { t: 'event', pod: 'p0', outcome: 'executed', tenant: 'alice', key: 'k', context: 'bob/j', at: 210 },
+      { t: 'event', pod: 'p0', outcome: 'lease-lost', tenant: 'alice', key: 'k', context: 'bob/j', at: 150 },
+      { t: 'event', pod: 'p0', outcome: 'replayed', tenant: 'alice', key: 'k', context: 'alice/k', at: 300 },
+    ];
+    const pause: FaultWindow = { name: 'pause', startAt: 0, healAt: 1000, pods: ['p0'] };
+    expect(check(lines, [answer(210, 'a')], [pause], options).violations).toEqual([
+      "alice/k: its executed event reached the listener in bob/j's context",
+    ]);
   });
 
   it('counts a key without a final answer, or answered too long after the heal, as stuck', () => {

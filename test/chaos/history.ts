@@ -14,6 +14,8 @@ export type HistoryLine =
       code?: string;
       tenant?: string;
       key?: string;
+      /** `tenant/key` of the request in whose async context the listener ran, if any. */
+      context?: string;
       at: number;
     };
 
@@ -47,6 +49,12 @@ export interface FaultWindow {
   startAt: number;
   healAt: number;
   pods: string[];
+  /**
+   * The store was out of every pod's reach for a while (cut off, stalled, restarted, locked): a lease
+   * may lapse and a commit fail then. Without such a fault, a lost lease or an unstored response is
+   * itself a violation, since the library promises neither happens on a merely slow or busy path.
+   */
+  cutsStore?: boolean;
 }
 
 export interface CheckOptions {
@@ -68,6 +76,9 @@ export interface Verdict {
   stuck: number;
   /** Longest time from heal to a key's final answer, among keys still unanswered at the heal (ms). */
   maxAfterHealMs: number;
+  /** Claims whose lease was reported lost (once per pod and key), and responses not stored (a failed or fenced commit). */
+  lostLeases: number;
+  notStored: number;
   violations: string[];
 }
 
@@ -99,12 +110,16 @@ function groupBy<T>(items: T[], of: (item: T) => string): Map<string, T[]> {
 
 /**
  * Reads a run's history for the guarantees of the protocol:
- * - no handler ran for a key after a request of it was stored (`executed`), and no two runs of a key
- *   overlapped, unless the earlier one's pod was stopped, killed or cut off by the fault, or its
- *   lease was reported lost (a run the store had already given up on);
+ * - no handler ran for a key after a request of it was stored (`executed`); no two runs of a key
+ *   overlapped and none followed one that returned, unless the earlier one's pod was stopped, killed
+ *   or cut off by the fault, or it lost its lease or its commit while a fault cut the store off;
+ * - no lease was lost and no response went unstored unless a fault cut the store off (from its start
+ *   until `answerWithinMs` after its heal) or touched that pod: latency, load and a graceful shutdown
+ *   excuse neither;
  * - every final answer to a key carried the same bytes, unless a run of it was not stored (its commit
  *   failed or was fenced: the next request legitimately runs it again);
- * - every answer belongs to the tenant that asked;
+ * - every answer belongs to the tenant that asked, and every event of a request reached the listener
+ *   in that request's async context;
  * - every key got a final answer, within `answerWithinMs` of the heal for keys unanswered by then;
  * - the store holds no live claim after the run, and the route wrote one business row per answered key.
  */
@@ -117,10 +132,25 @@ export function check(lines: HistoryLine[], attempts: Attempt[], faults: FaultWi
     (e) => id(e.tenant!, e.key!),
   );
   const unstored = new Set(events.filter((e) => e.outcome === 'not-stored' && e.key).map((e) => id(e.tenant!, e.key!)));
-  const lost = events.filter((e) => e.outcome === 'lease-lost');
+  const lapses = events.filter((e) => e.outcome === 'lease-lost' || e.outcome === 'not-stored');
+  const underFault = (e: { pod: string; at: number }): boolean =>
+    faults.some(
+      (f) => f.pods.includes(e.pod) || (f.cutsStore === true && f.startAt <= e.at && e.at <= f.healAt + options.answerWithinMs),
+    );
+  for (const e of events)
+    if (e.context !== undefined && e.outcome !== 'lease-lost' && e.key && e.context !== id(e.tenant!, e.key))
+      violations.push(`${id(e.tenant!, e.key)}: its ${e.outcome} event reached the listener in ${e.context}'s context`);
+  const reported = new Set<string>();
+  for (const e of lapses) {
+    const what = `${id(e.tenant ?? '?', e.key ?? '?')}: ${e.outcome} on ${e.pod} with no fault cutting the store off`;
+    if (!underFault(e) && !reported.has(what)) violations.push(what);
+    reported.add(what);
+  }
+  // A run may be followed by another of its key when its pod was under the fault, or when it lost
+  // its lease or its commit while a fault cut the store off: the key was free again, legitimately.
   const excused = (run: Run): boolean =>
     faults.some((f) => f.pods.includes(run.pod) && f.startAt <= (run.endAt ?? Infinity) && run.startAt <= f.healAt) ||
-    lost.some((e) => e.pod === run.pod && e.key === run.key && e.tenant === run.tenant && e.at >= run.startAt);
+    lapses.some((e) => e.pod === run.pod && e.key === run.key && e.tenant === run.tenant && e.at >= run.startAt && underFault(e));
 
   let doubles = 0;
   for (const [key, group] of groupBy(runs, (r) => id(r.tenant, r.key))) {
@@ -133,10 +163,16 @@ export function check(lines: HistoryLine[], attempts: Attempt[], faults: FaultWi
         violations.push(`${key}: run ${later.runId} started after the key's response was stored`);
         continue;
       }
-      const overlapped = group.slice(0, j).find((earlier) => (earlier.endAt ?? Infinity) > later.startAt && !excused(earlier));
-      if (overlapped) {
+      const earlier = group
+        .slice(0, j)
+        .find((e) => ((e.endAt ?? Infinity) > later.startAt || e.outcome === 'returned') && !excused(e));
+      if (earlier) {
         doubles++;
-        violations.push(`${key}: run ${later.runId} started while ${overlapped.runId} was still running`);
+        violations.push(
+          (earlier.endAt ?? Infinity) > later.startAt
+            ? `${key}: run ${later.runId} started while ${earlier.runId} was still running`
+            : `${key}: run ${later.runId} started after ${earlier.runId} had returned`,
+        );
       }
     }
   }
@@ -183,6 +219,8 @@ export function check(lines: HistoryLine[], attempts: Attempt[], faults: FaultWi
     doubles,
     stuck,
     maxAfterHealMs,
+    lostLeases: new Set(lapses.filter((e) => e.outcome === 'lease-lost').map((e) => `${e.pod} ${e.tenant} ${e.key}`)).size,
+    notStored: lapses.length - lapses.filter((e) => e.outcome === 'lease-lost').length,
     violations,
   };
 }

@@ -13,6 +13,10 @@ export interface ScenarioOptions {
   spreadMs: number;
   /** Extra time a key may take to be answered after the heal, beyond lease + slowest handler + retry pause (a busy machine). */
   slackMs: number;
+  /** The chaos pod's slow handler (ms); 400 by default. */
+  slowMs?: number;
+  /** Each pod's PostgreSQL pool size; the store's default by default. */
+  poolSize?: number;
 }
 
 export interface ScenarioResult extends Verdict {
@@ -30,8 +34,14 @@ const CHAOS_ROUTES = ['/fast', '/slow', '/slow', '/flaky', '/declined', '/stream
 /** 2xx, and the declined route's 402: answers that are stored and replayed. */
 const final = (status: number): boolean => (status >= 200 && status < 300) || status === 402;
 
-export function clusterFor(store: StoreKind): Promise<Cluster> {
-  return Cluster.start({ store, pods: store === 'memory' ? 1 : 2, leaseMs: LEASE_MS, slowMs: SLOW_MS });
+export function clusterFor(store: StoreKind, shape: { slowMs?: number; poolSize?: number } = {}): Promise<Cluster> {
+  return Cluster.start({
+    store,
+    pods: store === 'memory' ? 1 : 2,
+    leaseMs: LEASE_MS,
+    slowMs: shape.slowMs ?? SLOW_MS,
+    poolSize: shape.poolSize,
+  });
 }
 
 /**
@@ -66,7 +76,7 @@ export async function runScenario(cluster: Cluster, fault: Fault, options: Scena
   );
 
   await sleep(injectAt);
-  const window: FaultWindow = { name: fault.name, startAt: Date.now(), healAt: 0, pods: [] };
+  const window: FaultWindow = { name: fault.name, startAt: Date.now(), healAt: 0, pods: [], cutsStore: fault.cutsStore };
   const injected = await fault.inject(cluster);
   window.pods = injected.pods;
   await sleep(holdMs);
@@ -112,7 +122,7 @@ export async function runAll(
   const results: ScenarioResult[] = [];
   let seed = options.seed;
   for (const store of stores) {
-    const cluster = await clusterFor(store);
+    const cluster = await clusterFor(store, options);
     try {
       for (const fault of faultsFor(store, options.faults)) {
         const result = await runScenario(cluster, fault, { ...options, seed: seed++ });
@@ -128,7 +138,19 @@ export async function runAll(
 
 /** The table of results: one line per fault and store. */
 export function table(results: readonly ScenarioResult[]): string {
-  const head = ['store', 'fault', 'seed', 'requests', 'runs', 'doubles', 'stuck', 'max after heal (ms)', 'violations'];
+  const head = [
+    'store',
+    'fault',
+    'seed',
+    'requests',
+    'runs',
+    'doubles',
+    'stuck',
+    'leases lost',
+    'not stored',
+    'max after heal (ms)',
+    'violations',
+  ];
   const rows = results.map((r) => [
     r.store,
     r.fault,
@@ -137,6 +159,8 @@ export function table(results: readonly ScenarioResult[]): string {
     String(r.runs),
     String(r.doubles),
     String(r.stuck),
+    String(r.lostLeases),
+    String(r.notStored),
     String(r.maxAfterHealMs),
     String(r.violations.length),
   ]);
