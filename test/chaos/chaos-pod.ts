@@ -34,9 +34,9 @@ interface RequestFacts {
   key: string;
 }
 const current = new AsyncLocalStorage<RequestFacts>();
-// An event names its key by a hash of the store key (`idem:<tenant>:<key>`): what the pod has seen,
-// by that hash. A lease-lost event belongs to no request's context, so this is how it is placed.
-const byHash = new Map<string, RequestFacts>();
+// An event names its key only by the hash of the key as the client sent it (no tenant): the requests
+// this pod has seen, by that hash. Two tenants may send one key, so a hash may name both.
+const byHash = new Map<string, RequestFacts[]>();
 
 function write(line: HistoryLine): void {
   appendFileSync(LOG, `${JSON.stringify(line)}\n`);
@@ -129,19 +129,25 @@ function store(): IdempotencyStore {
 
 function onEvent(event: IdempotencyEvent): void {
   const context = current.getStore();
-  const facts = (event.keyHash && byHash.get(event.keyHash)) || context;
-  write({
-    t: 'event',
-    pod: POD,
-    outcome: event.outcome,
-    status: event.status,
-    code: event.code,
-    tenant: facts?.tenant,
-    key: facts?.key,
-    // The request whose async context the listener ran in: the checker wants it to be the event's own.
-    context: context && `${context.tenant}/${context.key}`,
-    at: event.at,
-  });
+  const candidates = (event.keyHash && byHash.get(event.keyHash)) || [];
+  // A request's outcome is its context's when the context sent that key. A lease-lost event belongs to
+  // no request: it is logged for every tenant that sent the key (over-excusing rather than missing).
+  // An event whose context sent another key is logged under its own key, with the context that
+  // betrays it (the checker flags that).
+  const own = context && candidates.find((c) => c.tenant === context.tenant && c.key === context.key);
+  const owners: (RequestFacts | undefined)[] = own ? [own] : candidates.length ? candidates : [undefined];
+  for (const facts of owners)
+    write({
+      t: 'event',
+      pod: POD,
+      outcome: event.outcome,
+      status: event.status,
+      code: event.code,
+      tenant: facts?.tenant,
+      key: facts?.key,
+      context: context && `${context.tenant}/${context.key}`,
+      at: event.at,
+    });
 }
 
 @Module({
@@ -161,7 +167,9 @@ class ChaosModule implements NestModule {
     consumer
       .apply((req: never, _res: unknown, next: () => void) => {
         const facts = { tenant: header(req, 'x-tenant'), key: header(req, 'idempotency-key') };
-        byHash.set(createHash('sha256').update(`idem:${facts.tenant}:${facts.key}`).digest('hex'), facts);
+        const hash = createHash('sha256').update(facts.key).digest('hex');
+        const seen = byHash.get(hash) ?? [];
+        if (!seen.some((c) => c.tenant === facts.tenant)) byHash.set(hash, [...seen, facts]);
         current.run(facts, next);
       })
       .forRoutes('*path');

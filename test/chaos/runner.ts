@@ -88,7 +88,10 @@ export async function runScenario(cluster: Cluster, fault: Fault, options: Scena
   // Every lease of the scenario has ended (a killed pod's too): a claim still live has lost its owner.
   await sleep(leaseMs + 500);
   const ids = [...new Set(ops.map((op) => id(op.tenant, op.key)))];
-  const mine = (line: HistoryLine) => line.t !== 'run' || line.key.startsWith(`${prefix}-`);
+  // The log holds every scenario this cluster ran: this one's runs and events are those of its keys
+  // (an event no key could be found for, by its time). Ends belong to runs, which are filtered already.
+  const mine = (line: HistoryLine) =>
+    line.t === 'end' || (line.key === undefined ? line.t === 'event' && line.at >= started : line.key.startsWith(`${prefix}-`));
   const lines = cluster.history().filter(mine);
   const rows = ledger
     ? new Map([...(await cluster.rows())].filter(([key]) => key.split('/')[1]?.startsWith(`${prefix}-`)))
