@@ -85,8 +85,9 @@ export class LeaseRenewer {
     this.stop();
   }
 
+  // `draining` stays set: between the drain and the HTTP server's close, keep-alive connections still
+  // bring requests, and a key claimed then would be stranded by the store closing after it.
   private stop(): void {
-    this.draining = false;
     clearInterval(this.timer);
     clearTimeout(this.retry);
     this.timer = this.retry = undefined;

@@ -47,7 +47,7 @@ export class PoolLanes {
       const waiter: Waiter = {
         lane,
         start: () => {
-          if (waiter.timer) clearTimeout(waiter.timer);
+          clearTimeout(waiter.timer);
           this.started(lane, work).then(resolve, reject);
         },
       };

@@ -217,4 +217,56 @@ describe('LeaseRenewer', () => {
     expect(drained).toBe(true);
     expect(leases.size).toBe(0);
   });
+  it('logs the first failure of a run and then every twentieth, and times each renewal as the renew operation', async () => {
+    jest.useFakeTimers({ now: 0 });
+    const { store, leases, observer } = setup({ leaseMs: 3_000, maxHoldMs: 60_000 });
+    const stored = jest.spyOn(observer, 'stored');
+    const mine = activeClaim({ claimedAt: 0, leaseMs: 3_000 });
+    leases.hold(mine);
+    store.renewAnswer = () => Promise.reject(new Error('timeout'));
+    // The retries (50 ms doubling up to a tick) and the ticks: step until the 20th and the 21st failure.
+    const until = async (calls: number) => {
+      for (let i = 0; i < 10_000 && store.calls.length < calls; i++) await jest.advanceTimersByTimeAsync(5);
+      expect(store.calls).toHaveLength(calls);
+    };
+    await until(20);
+    expect(log.errors).toHaveBeenCalledTimes(1);
+    await until(21);
+    expect(log.errors).toHaveBeenCalledTimes(2);
+    expect(stored.mock.calls.every(([operation, , error]) => operation === 'renew' && error instanceof Error)).toBe(true);
+    store.renewAnswer = async () => true;
+    stored.mockClear();
+    await jest.advanceTimersByTimeAsync(1_000);
+    expect(stored.mock.calls.length).toBeGreaterThan(0);
+    expect(stored.mock.calls.every(([operation, , error]) => operation === 'renew' && error === undefined)).toBe(true);
+    leases.unhold(mine);
+    await leases.drain();
+  });
+
+  it('sends nothing, and times nothing, when every held claim has reached maxHoldMs', async () => {
+    jest.useFakeTimers({ now: 0 });
+    const { store, leases, observer } = setup({ leaseMs: 30, maxHoldMs: 60 });
+    const stored = jest.spyOn(observer, 'stored');
+    const renewAll = jest.fn(async (claims: readonly OwnedKey[]) => claims.map(() => true));
+    Object.assign(store, { renewAll });
+    leases.hold(activeClaim({ claimedAt: -100 }));
+    await jest.advanceTimersByTimeAsync(10);
+    expect(renewAll).not.toHaveBeenCalled();
+    expect(stored).not.toHaveBeenCalled();
+    expect(leases.size).toBe(0);
+    await leases.drain();
+  });
+
+  it('takes no new keys from the drain on, also after it (keep-alive requests reach the app until the server closes)', async () => {
+    jest.useFakeTimers();
+    const { leases } = setup({ leaseMs: 30 });
+    const mine = activeClaim();
+    leases.hold(mine);
+    expect(leases.draining).toBe(false);
+    const drained = leases.drain();
+    expect(leases.draining).toBe(true);
+    leases.unhold(mine);
+    await drained;
+    expect(leases.draining).toBe(true);
+  });
 });

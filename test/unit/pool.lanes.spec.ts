@@ -87,4 +87,35 @@ describe('PoolLanes', () => {
       jest.useRealTimers();
     }
   });
+  it('never starts a claim that gave up, and never refuses one that started in time', async () => {
+    jest.useFakeTimers();
+    try {
+      const lanes = new PoolLanes(1, 1_000);
+      const log: string[] = [];
+      // A claim refused with 503 whose statement ran later would hold a key its client was told is free.
+      const busy = held(log, 'busy');
+      const pBusy = lanes.run(URGENT, busy.work);
+      const gaveUp = lanes.run(NORMAL, async () => void log.push('gave up')).catch((err: Error) => err.message);
+      await jest.advanceTimersByTimeAsync(1_000);
+      await expect(gaveUp).resolves.toMatch(/no PostgreSQL connection was free/);
+      busy.finish();
+      await pBusy;
+      await jest.advanceTimersByTimeAsync(0);
+      expect(log).toEqual(['busy']);
+      // Admitted after 500 ms of its 1,000, its statement takes another 1,000: it is not refused midway.
+      const busyAgain = held(log, 'busy again');
+      const pAgain = lanes.run(URGENT, busyAgain.work);
+      const slow = held(log, 'slow claim');
+      const pSlow = lanes.run(NORMAL, slow.work);
+      await jest.advanceTimersByTimeAsync(500);
+      busyAgain.finish();
+      await pAgain;
+      await jest.advanceTimersByTimeAsync(1_000);
+      expect(log).toEqual(['busy', 'busy again', 'slow claim']);
+      slow.finish();
+      await expect(pSlow).resolves.toBe('slow claim');
+    } finally {
+      jest.useRealTimers();
+    }
+  });
 });
