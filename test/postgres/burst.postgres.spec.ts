@@ -83,18 +83,23 @@ describePg.each(ADAPTERS)('a burst on a small pool of a distant PostgreSQL, on %
     );
     try {
       const keys = Array.from({ length: KEYS }, (_, i) => `burst-${adapter}-${i}`);
+      // A client whose attempt met a pool too busy to claim (503, nothing ran) sends it again, until a
+      // deadline rather than a count: on two cores shared with another job a one-connection pool
+      // serves far fewer claims a second than this burst sends, and sheds the rest with 503.
+      const until = Date.now() + 150_000;
+      let shed = 0;
+      const persistent = async (key: string) => {
+        let answer = await post(key);
+        while (answer.status === 503 && Date.now() < until) {
+          shed++;
+          await sleep(250); // Retry-After, shortened
+          answer = await post(key);
+        }
+        return answer;
+      };
       const firsts = await Promise.all(
         keys.map(async (key) => {
-          // A client whose first attempt met a pool too busy to claim (503, nothing ran) sends it again.
-          const attempt = async () => {
-            let answer = await post(key);
-            for (let i = 0; i < 50 && answer.status === 503; i++) {
-              await sleep(250); // Retry-After, shortened
-              answer = await post(key);
-            }
-            return answer;
-          };
-          const first = attempt();
+          const first = persistent(key);
           let done = false;
           void first.finally(() => (done = true));
           // Duplicates while the first runs: at most 20 per key, so the loop is bounded.
@@ -105,29 +110,23 @@ describePg.each(ADAPTERS)('a burst on a small pool of a distant PostgreSQL, on %
           return first;
         }),
       );
-      // One of the first attempt and its duplicates ran the handler; the first attempt got 201 or 409 then.
-      expect(firsts.filter((r) => r.status !== 201 && r.status !== 409)).toEqual([]);
-      const doubles = keys.filter((k) => ledger.runs.get(k) !== 1);
+      const doubles = keys.filter((k) => (ledger.runs.get(k) ?? 0) > 1);
       const [error] = quiet;
       const notStored = error.mock.calls.filter((c) => String(c[0]).includes('response not stored')).length;
       process.stdout.write(
-        `\nburst (${adapter}, ${KEYS} keys, pool ${POOL}, lease ${LEASE_MS} ms): ran twice ${doubles.length}, not stored ${notStored}\n`,
+        `\nburst (${adapter}, ${KEYS} keys, pool ${POOL}, lease ${LEASE_MS} ms): ran twice ${doubles.length}, not stored ${notStored}, claims shed (503) ${shed}\n`,
       );
+      // The promise first: no handler ran twice and no finished handler's commit failed.
       expect(notStored).toBe(0);
       expect(doubles).toEqual([]);
+      // One of the first attempt and its duplicates ran the handler; the first attempt got 201 or 409 then.
+      expect(firsts.filter((r) => r.status !== 201 && r.status !== 409)).toEqual([]);
       // Every key committed: a retry replays, it is neither 409 (stuck claim) nor a second run.
       // Four at a time: a burst of 120 claims on one distant connection would rightly wait past the timeout (503).
       // Under load a claim may wait past the timeout (503): the client retries, as it would.
       const retries = await pooled(
         4,
-        keys.map((k) => async () => {
-          let answer = await post(k);
-          for (let i = 0; i < 50 && answer.status === 503; i++) {
-            await sleep(250);
-            answer = await post(k);
-          }
-          return answer;
-        }),
+        keys.map((k) => () => persistent(k)),
       );
       expect(retries.filter((r) => r.status !== 201 || !r.replayed)).toEqual([]);
       expect(retries.map((r) => r.text)).toEqual(firsts.map((r, i) => (r.status === 201 ? r.text : retries[i].text)));
@@ -138,5 +137,5 @@ describePg.each(ADAPTERS)('a burst on a small pool of a distant PostgreSQL, on %
     } finally {
       for (const spy of quiet) spy.mockRestore();
     }
-  }, 120_000);
+  }, 240_000);
 });
