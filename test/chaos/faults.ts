@@ -1,3 +1,4 @@
+import type { FaultProxy } from '../support/fault-proxy.js';
 import type { Cluster, StoreKind } from './cluster.js';
 
 /** A fault in progress: the pods it stopped, killed or cut off, and how it ends. */
@@ -37,6 +38,17 @@ function replacing(cluster: Cluster, end: (pod: NonNullable<Cluster['slots'][num
   };
 }
 
+/** A fault on the wire of every pod: `start` on each proxy now, `end` on each at the heal. */
+function everyProxy(cluster: Cluster, start: (proxy: FaultProxy) => void, end: (proxy: FaultProxy) => void): Injected {
+  for (const proxy of cluster.proxies) start(proxy);
+  return {
+    pods: [],
+    heal: async () => {
+      for (const proxy of cluster.proxies) end(proxy);
+    },
+  };
+}
+
 /**
  * The catalogue. Each fault acts at a random moment of the load and heals after its hold; what it
  * does to requests and leases is what docs/chaos.md describes.
@@ -53,15 +65,12 @@ export const FAULTS: readonly Fault[] = [
     name: 'latency',
     stores: NETWORK,
     holdMs: (lease) => 2 * lease,
-    inject: async (cluster) => {
-      for (const proxy of cluster.proxies) proxy.delay({ delayMs: 4, jitterMs: 4 });
-      return {
-        pods: [],
-        heal: async () => {
-          for (const proxy of cluster.proxies) proxy.delay({ delayMs: 0, jitterMs: 0 });
-        },
-      };
-    },
+    inject: async (cluster) =>
+      everyProxy(
+        cluster,
+        (proxy) => proxy.delay({ delayMs: 4, jitterMs: 4 }),
+        (proxy) => proxy.delay({ delayMs: 0, jitterMs: 0 }),
+      ),
   },
   {
     // The store unreachable from every pod: connections cut, new ones refused, longer than a lease.
@@ -69,15 +78,12 @@ export const FAULTS: readonly Fault[] = [
     cutsStore: true,
     stores: NETWORK,
     holdMs: (lease) => 2 * lease,
-    inject: async (cluster) => {
-      for (const proxy of cluster.proxies) proxy.partition();
-      return {
-        pods: [],
-        heal: async () => {
-          for (const proxy of cluster.proxies) proxy.heal();
-        },
-      };
-    },
+    inject: async (cluster) =>
+      everyProxy(
+        cluster,
+        (proxy) => proxy.partition(),
+        (proxy) => proxy.heal(),
+      ),
   },
   {
     // One pod cut off from the store while the others go on: its leases lapse and its keys move on.
@@ -96,15 +102,12 @@ export const FAULTS: readonly Fault[] = [
     cutsStore: true,
     stores: ['redis', 'postgres'],
     holdMs: (lease) => Math.round(1.5 * lease),
-    inject: async (cluster) => {
-      for (const proxy of cluster.proxies) proxy.stall();
-      return {
-        pods: [],
-        heal: async () => {
-          for (const proxy of cluster.proxies) proxy.resume();
-        },
-      };
-    },
+    inject: async (cluster) =>
+      everyProxy(
+        cluster,
+        (proxy) => proxy.stall(),
+        (proxy) => proxy.resume(),
+      ),
   },
   {
     // The store process killed and started again on its data (Redis with its append-only file).
