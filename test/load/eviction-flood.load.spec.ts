@@ -58,7 +58,7 @@ describe.each(ADAPTERS)('eviction floods on %s (bounded: 10 x maxEntries)', (ada
     expect(kept).toBe(keys.length);
     if (adapter === 'express')
       report.push(`${10 * N} plain entries over ${keys.length} records: ${kept}/${keys.length} records replay`);
-  });
+  }, 120_000);
 
   it('a flood of 10 x N unique keys stays within N entries and evicts the oldest records first', async () => {
     const floodCache = new InMemoryCache({ maxEntries: N });
@@ -71,7 +71,7 @@ describe.each(ADAPTERS)('eviction floods on %s (bounded: 10 x maxEntries)', (ada
     } finally {
       await floodApp.close();
     }
-  });
+  }, 120_000);
 
   it('records that were retried outlive a flood of never-retried keys', async () => {
     const floodCache = new InMemoryCache({ maxEntries: N });
@@ -94,7 +94,7 @@ describe.each(ADAPTERS)('eviction floods on %s (bounded: 10 x maxEntries)', (ada
     } finally {
       await floodApp.close();
     }
-  });
+  }, 120_000);
 
   async function uniqueFlood(app: INestApplication, cache: InMemoryCache): Promise<void> {
     const keys = Array.from({ length: 10 * N }, (_, i) => `unique-flood-${i}`);
@@ -129,5 +129,5 @@ describe.each(ADAPTERS)('eviction floods on %s (bounded: 10 x maxEntries)', (ada
     expect(kept).toBe(keys.length);
     if (adapter === 'express')
       report.push(`quota idem:=${N / 2}: ${10 * N} guaranteed rl: entries, ${kept}/${keys.length} records replay`);
-  });
+  }, 120_000);
 });
