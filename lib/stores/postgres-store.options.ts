@@ -28,7 +28,9 @@ export interface PostgresStoreOptions extends SqlStoreOptions {
   schema?: string;
   /**
    * Bound on each statement, in ms: on the server (`statement_timeout`, own pool) and on the client
-   * (`query_timeout`). A claim past it answers 503. Default `1_000`.
+   * (`query_timeout`, half a second later, so that the server's cancel, which leaves no trace, comes
+   * first: a claim answered 503 never lands afterwards). A claim past it answers 503. Default `1_000`.
+   * With a `pool` of your own, set `statement_timeout` on it for the same guarantee.
    */
   statementTimeoutMs?: number;
   /** Connections of the store's own pool. Default 4. */

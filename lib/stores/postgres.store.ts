@@ -52,6 +52,15 @@ const OPTION_KEYS = [
 
 type ClaimRow = { claimed: true } | ({ claimed: false; record_size: number | null; version: string } & HeldRow);
 
+/**
+ * How much longer the client waits than the server's `statement_timeout`. The server's cancel
+ * guarantees the statement had no effect; the client's own timeout does not (the statement runs on,
+ * and a claim answered 503 could still land once a lock it waited on is released, holding the key
+ * for a lease with no handler). So the server's comes first wherever it can answer, and the client's
+ * is left for a server that no longer does.
+ */
+const SERVER_FIRST_MS = 500;
+
 /** A record larger than this is committed on a connection of its own with a statement timeout scaled to its size. */
 const LARGE_RECORD_BYTES = 1 << 20;
 /** The slowest transfer a large record's statement is allowed, in bytes per ms (8 MB/s). */
@@ -74,6 +83,8 @@ export class PostgresStore implements IdempotencyStore {
   private readonly logger = new Logger('PostgresStore');
   private readonly names: PostgresNames;
   private readonly timeoutMs: number;
+  /** The client's bound on a statement: {@link SERVER_FIRST_MS} after the server's. */
+  private readonly readTimeoutMs: number;
   private readonly poolSize: number;
   private readonly sweeper: SqlSweeper;
   private readonly connection = new LazyConnection(() => this.connect());
@@ -96,6 +107,7 @@ export class PostgresStore implements IdempotencyStore {
       1,
       MAX_TIMER_MS,
     );
+    this.readTimeoutMs = this.timeoutMs + SERVER_FIRST_MS;
     this.poolSize = integerIn(where, 'poolSize', options.poolSize, DEFAULT_POOL_SIZE, 1, 1000);
     const interval = integerIn(where, 'sweepIntervalMs', options.sweepIntervalMs, DEFAULT_SWEEP_INTERVAL_MS, 0, MAX_TIMER_MS);
     this.sweeper = new SqlSweeper(interval, () => this.sweep(), this.logger);
@@ -186,7 +198,10 @@ export class PostgresStore implements IdempotencyStore {
       try {
         await client.query({ text: `SET statement_timeout = ${timeoutMs}` });
         const done = await this.completeIn(
-          { query: async (text, values) => (await client.query({ text, values, query_timeout: timeoutMs })).rows },
+          {
+            query: async (text, values) =>
+              (await client.query({ text, values, query_timeout: timeoutMs + SERVER_FIRST_MS })).rows,
+          },
           key,
           owner,
           SIZED,
@@ -273,7 +288,7 @@ export class PostgresStore implements IdempotencyStore {
           text: `DELETE FROM ${this.qualified()} WHERE key IN (
                  SELECT key FROM ${this.qualified()} WHERE expires_at < clock_timestamp()
                  ORDER BY expires_at LIMIT ${SWEEP_BATCH} FOR UPDATE SKIP LOCKED)`,
-          query_timeout: this.timeoutMs,
+          query_timeout: this.readTimeoutMs,
         }),
       );
       deleted += result.rowCount ?? 0;
@@ -289,13 +304,13 @@ export class PostgresStore implements IdempotencyStore {
 
   private async fenced(lane: Lane, text: string, values: unknown[]): Promise<boolean> {
     const pool = await this.pool();
-    const result = await this.lanes!.run(lane, () => pool.query({ text, values, query_timeout: this.timeoutMs }));
+    const result = await this.lanes!.run(lane, () => pool.query({ text, values, query_timeout: this.readTimeoutMs }));
     return result.rowCount === 1;
   }
 
   private async run(lane: Lane, text: string, values: unknown[]): Promise<Record<string, unknown>[]> {
     const pool = await this.pool();
-    return (await this.lanes!.run(lane, () => pool.query({ text, values, query_timeout: this.timeoutMs }))).rows;
+    return (await this.lanes!.run(lane, () => pool.query({ text, values, query_timeout: this.readTimeoutMs }))).rows;
   }
 
   /** The pool, connected and with its schema. */
@@ -345,7 +360,7 @@ export class PostgresStore implements IdempotencyStore {
             WHERE i.indrelid = to_regclass($1) AND i.indisunique AND i.indnatts = 1 AND a.attname = 'key') AS keyed,
          to_regprocedure($2) IS NOT NULL AS claims`,
       values: [`"${schema}"."${table}"`, `${this.qualified(CLAIM_SUFFIX)}(text, text, text, integer, integer)`],
-      query_timeout: this.timeoutMs,
+      query_timeout: this.readTimeoutMs,
     });
     const [found] = rows as { found: boolean; columns: Record<string, string>; keyed: boolean; claims: boolean }[];
     const problems: string[] = [];

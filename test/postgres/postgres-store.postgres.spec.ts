@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { Logger } from '@nestjs/common';
 import pg from 'pg';
 import { type PostgresPoolLike, PostgresStore } from '../../lib/index.js';
+import { FaultProxy } from '../support/fault-proxy.js';
 import { PostgresServer, postgresAvailable } from '../support/postgres-server.js';
 import { sampleRecord, storeContract } from '../support/store-contract.js';
 import { sleep } from '../support/timing.js';
@@ -230,6 +231,36 @@ describePg('PostgresStore', () => {
     await other.query('ROLLBACK');
     await other.end();
     expect(await store.claim('locked', claim('b'))).toEqual({ state: 'claimed' });
+  });
+
+  it('a claim answered for its time bound never lands later: the server cancels it before the client gives up', async () => {
+    const url = await database();
+    const proxy = await FaultProxy.start(Number(new URL(url).port));
+    try {
+      const store = new PostgresStore({ connectionString: proxy.url(url), statementTimeoutMs: 300, sweepIntervalMs: 0 });
+      stores.push(store);
+      await store.open();
+      await store.claim('landing', claim('a', 'fp', 50));
+      await sleep(80);
+      const other = new pg.Client({ connectionString: url });
+      await other.connect();
+      await other.query('BEGIN');
+      await other.query("SELECT * FROM idempotency_records WHERE key = 'landing' FOR UPDATE");
+      // Now 150 ms each way (the connection is open): the server starts the statement well after the
+      // client started waiting for it.
+      proxy.delay({ delayMs: 150, jitterMs: 0 });
+      await expect(store.claim('landing', claim('b', 'fp-b'))).rejects.toThrow();
+      // The lock goes at once: a statement still waiting on the server would now take the key over.
+      await other.query('ROLLBACK');
+      await other.end();
+      await sleep(500);
+      // Had b's claim landed, its 5 s lease would hold the key with no handler behind it.
+      const direct = new PostgresStore({ connectionString: url, sweepIntervalMs: 0 });
+      stores.push(direct);
+      expect(await direct.claim('landing', claim('c'))).toEqual({ state: 'claimed' });
+    } finally {
+      await proxy.close();
+    }
   });
 
   it('survives a server restart and terminated connections without a restart of its own', async () => {
