@@ -43,6 +43,7 @@ describe('the history checker', () => {
       maxAfterHealMs: 0,
       lostLeases: 0,
       notStored: 0,
+      stalls: 0,
       violations: [],
     });
   });
@@ -87,6 +88,14 @@ describe('the history checker', () => {
     expect(check(lines, [answer(1000, 'a')], [{ ...cut, startAt: -3000, healAt: -1600 }], options).violations).toHaveLength(2);
     const paused: FaultWindow = { name: 'pause', startAt: 0, healAt: 0, pods: ['p0'] };
     expect(check(lines, [answer(1000, 'a')], [paused], options).violations).toEqual([]);
+    // A pod the machine starved (its event loop stood still) is paused as surely: on that pod, within
+    // answerWithinMs of the stall's end, and on no other pod.
+    const starved: HistoryLine = { t: 'stall', pod: 'p0', from: 300, at: 800 };
+    expect(check([...lines, starved], [answer(1000, 'a')], [], options).violations).toEqual([]);
+    expect(check([...lines, { ...starved, pod: 'p1' }], [answer(1000, 'a')], [], options).violations).toHaveLength(2);
+    expect(check([...lines, { ...starved, from: -3000, at: -2500 }], [answer(1000, 'a')], [], options).violations).toHaveLength(
+      2,
+    );
   });
 
   it('counts a run after one that returned as a double, and not after one that threw', () => {

@@ -17,7 +17,12 @@ export type HistoryLine =
       /** `tenant/key` of the request in whose async context the listener ran, if any. */
       context?: string;
       at: number;
-    };
+    }
+  /**
+   * The pod's event loop stood still from `from` to `at` for a third of a lease or more: the machine
+   * starved it (another job on the cores). For its leases that is a pause, as a SIGSTOP would be.
+   */
+  | { t: 'stall'; pod: string; from: number; at: number };
 
 /** One request as its client saw it. */
 export interface Attempt {
@@ -79,6 +84,8 @@ export interface Verdict {
   /** Claims whose lease was reported lost (once per pod and key), and responses not stored (a failed or fenced commit). */
   lostLeases: number;
   notStored: number;
+  /** Stretches in which a pod's event loop stood still for a third of a lease or more (see the `stall` line). */
+  stalls: number;
   violations: string[];
 }
 
@@ -133,10 +140,11 @@ export function check(lines: HistoryLine[], attempts: Attempt[], faults: FaultWi
   );
   const unstored = new Set(events.filter((e) => e.outcome === 'not-stored' && e.key).map((e) => id(e.tenant!, e.key!)));
   const lapses = events.filter((e) => e.outcome === 'lease-lost' || e.outcome === 'not-stored');
+  const stalls = lines.filter((l): l is Extract<HistoryLine, { t: 'stall' }> => l.t === 'stall');
   const underFault = (e: { pod: string; at: number }): boolean =>
     faults.some(
       (f) => f.pods.includes(e.pod) || (f.cutsStore === true && f.startAt <= e.at && e.at <= f.healAt + options.answerWithinMs),
-    );
+    ) || stalls.some((s) => s.pod === e.pod && s.from <= e.at && e.at <= s.at + options.answerWithinMs);
   for (const e of events)
     if (e.context !== undefined && e.outcome !== 'lease-lost' && e.key && e.context !== id(e.tenant!, e.key))
       violations.push(`${id(e.tenant!, e.key)}: its ${e.outcome} event reached the listener in ${e.context}'s context`);
@@ -221,6 +229,7 @@ export function check(lines: HistoryLine[], attempts: Attempt[], faults: FaultWi
     maxAfterHealMs,
     lostLeases: new Set(lapses.filter((e) => e.outcome === 'lease-lost').map((e) => `${e.pod} ${e.tenant} ${e.key}`)).size,
     notStored: lapses.length - lapses.filter((e) => e.outcome === 'lease-lost').length,
+    stalls: stalls.length,
     violations,
   };
 }

@@ -89,9 +89,10 @@ export async function runScenario(cluster: Cluster, fault: Fault, options: Scena
   await sleep(leaseMs + 500);
   const ids = [...new Set(ops.map((op) => id(op.tenant, op.key)))];
   // The log holds every scenario this cluster ran: this one's runs and events are those of its keys
-  // (an event no key could be found for, by its time). Ends belong to runs, which are filtered already.
+  // (an event no key could be found for, and a stall, by its time). Ends belong to runs, which are
+  // filtered already.
   const mine = (line: HistoryLine) =>
-    line.t === 'end' || (line.key === undefined ? line.t === 'event' && line.at >= started : line.key.startsWith(`${prefix}-`));
+    line.t === 'end' || (line.t === 'stall' || line.key === undefined ? line.at >= started : line.key.startsWith(`${prefix}-`));
   const lines = cluster.history().filter(mine);
   const rows = ledger
     ? new Map([...(await cluster.rows())].filter(([key]) => key.split('/')[1]?.startsWith(`${prefix}-`)))
@@ -110,7 +111,9 @@ export async function runScenario(cluster: Cluster, fault: Fault, options: Scena
       lines.filter((l) => l.t === 'run' && l.tenant === tenant && l.key === name).map((l) => (l as { runId: string }).runId),
     );
     keys[key] = {
-      lines: lines.filter((l) => (l.t === 'end' ? runIds.has(l.runId) : l.tenant === tenant && l.key === name)),
+      lines: lines.filter((l) =>
+        l.t === 'end' ? runIds.has(l.runId) : l.t === 'stall' || (l.tenant === tenant && l.key === name),
+      ),
       attempts: attempts.filter((a) => a.tenant === tenant && a.key === name),
     };
   }
@@ -151,6 +154,7 @@ export function table(results: readonly ScenarioResult[]): string {
     'stuck',
     'leases lost',
     'not stored',
+    'pod stalls',
     'max after heal (ms)',
     'violations',
   ];
@@ -164,6 +168,7 @@ export function table(results: readonly ScenarioResult[]): string {
     String(r.stuck),
     String(r.lostLeases),
     String(r.notStored),
+    String(r.stalls),
     String(r.maxAfterHealMs),
     String(r.violations.length),
   ]);
