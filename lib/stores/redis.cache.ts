@@ -46,6 +46,18 @@ export class RedisCache implements IdempotencyStore {
   }
 
   async claim(key: string, claim: IdempotencyClaim): Promise<ClaimOutcome> {
+    try {
+      return await this.claimOnce(key, claim);
+    } catch (err) {
+      // A script we gave up on still runs when Redis gets to it, and would hold the key for a lease
+      // with no handler behind it (retries 409). Its release, sent after it on the same connection, runs
+      // after it: fenced by the owner, it undoes that claim and nothing else.
+      if (err instanceof RedisTimeoutError) this.release(key, claim.owner).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  private async claimOnce(key: string, claim: IdempotencyClaim): Promise<ClaimOutcome> {
     const client = await this.client;
     const value = encodeClaim(claim.owner, claim.fingerprint);
     const held = await this.bounded(this.batched(client).nestjsIdempotencyClaimBuffer(key, value, claim.leaseMs));

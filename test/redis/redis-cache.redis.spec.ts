@@ -30,6 +30,23 @@ describeRedis('RedisCache on a standalone redis-server', () => {
     async (_, key, value, ttlMs) => void server.cli('SET', key, value.toString('latin1'), 'PX', String(ttlMs)),
   );
 
+  it('a claim answered for its time bound never holds the key afterwards: its release runs after it', async () => {
+    const slow = new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(200));
+    const other = new RedisCache(RedisCacheOptions.create().withUrl(server.url));
+    try {
+      await slow.ping?.();
+      // Redis answers nothing for 800 ms: the claim times out (503 upstream) and runs when the pause ends.
+      server.cli('CLIENT', 'PAUSE', '800', 'ALL');
+      await expect(slow.claim('idem:late', { owner: 'late', fingerprint: 'f', leaseMs: 30_000 })).rejects.toThrow();
+      await sleep(1_200);
+      // Without the release behind it, its 30 s lease would hold the key with no handler running.
+      expect(await other.claim('idem:late', { owner: 'next', fingerprint: 'f', leaseMs: 1_000 })).toEqual({ state: 'claimed' });
+    } finally {
+      await slow.close();
+      await other.close();
+    }
+  });
+
   it('keeps a record for ttlMs to the millisecond (PX, not seconds)', async () => {
     await cache.claim('idem:px', { owner: 'o', fingerprint: 'f', leaseMs: 1234 });
     const lease = Number(server.cli('PTTL', 'idem:px'));
