@@ -47,6 +47,18 @@ function counted(inner: pg.Pool): PostgresPoolLike & { count: number } {
 
 const claim = (owner: string, fingerprint = 'fp', leaseMs = 5000) => ({ owner, fingerprint, leaseMs });
 
+/** A claim whose lease has ended, its row locked by another connection (returned, in its transaction). */
+async function lockedExpiredClaim(store: PostgresStore, url: string, key: string): Promise<pg.Client> {
+  await store.open();
+  await store.claim(key, claim('a', 'fp', 50));
+  await sleep(80);
+  const other = new pg.Client({ connectionString: url });
+  await other.connect();
+  await other.query('BEGIN');
+  await other.query('SELECT * FROM idempotency_records WHERE key = $1 FOR UPDATE', [key]);
+  return other;
+}
+
 describePg('PostgresStore', () => {
   beforeAll(async () => {
     server = await PostgresServer.start();
@@ -218,13 +230,7 @@ describePg('PostgresStore', () => {
     const url = await database();
     const store = new PostgresStore({ connectionString: url, statementTimeoutMs: 300, sweepIntervalMs: 0 });
     stores.push(store);
-    await store.open();
-    await store.claim('locked', claim('a', 'fp', 50));
-    await sleep(80);
-    const other = new pg.Client({ connectionString: url });
-    await other.connect();
-    await other.query('BEGIN');
-    await other.query("SELECT * FROM idempotency_records WHERE key = 'locked' FOR UPDATE");
+    const other = await lockedExpiredClaim(store, url, 'locked');
     const started = Date.now();
     await expect(store.claim('locked', claim('b'))).rejects.toThrow();
     expect(Date.now() - started).toBeLessThan(3000);
@@ -239,13 +245,7 @@ describePg('PostgresStore', () => {
     try {
       const store = new PostgresStore({ connectionString: proxy.url(url), statementTimeoutMs: 300, sweepIntervalMs: 0 });
       stores.push(store);
-      await store.open();
-      await store.claim('landing', claim('a', 'fp', 50));
-      await sleep(80);
-      const other = new pg.Client({ connectionString: url });
-      await other.connect();
-      await other.query('BEGIN');
-      await other.query("SELECT * FROM idempotency_records WHERE key = 'landing' FOR UPDATE");
+      const other = await lockedExpiredClaim(store, url, 'landing');
       // Now 150 ms each way (the connection is open): the server starts the statement well after the
       // client started waiting for it.
       proxy.delay({ delayMs: 150, jitterMs: 0 });
