@@ -217,6 +217,7 @@ describe('LeaseRenewer', () => {
     expect(drained).toBe(true);
     expect(leases.size).toBe(0);
   });
+
   it('logs the first failure of a run and then every twentieth, and times each renewal as the renew operation', async () => {
     jest.useFakeTimers({ now: 0 });
     const { store, leases, observer } = setup({ leaseMs: 3_000, maxHoldMs: 60_000 });
@@ -233,6 +234,8 @@ describe('LeaseRenewer', () => {
     expect(log.errors).toHaveBeenCalledTimes(1);
     await until(21);
     expect(log.errors).toHaveBeenCalledTimes(2);
+    // One timing per failed renewal, each as the renew operation with its error.
+    expect(stored.mock.calls).toHaveLength(21);
     expect(stored.mock.calls.every(([operation, , error]) => operation === 'renew' && error instanceof Error)).toBe(true);
     store.renewAnswer = async () => true;
     stored.mockClear();
@@ -257,7 +260,7 @@ describe('LeaseRenewer', () => {
     await leases.drain();
   });
 
-  it('takes no new keys from the drain on, also after it (keep-alive requests reach the app until the server closes)', async () => {
+  it('is draining from the drain on and stays so after it (the interceptor answers 503 until the server has closed)', async () => {
     jest.useFakeTimers();
     const { leases } = setup({ leaseMs: 30 });
     const mine = activeClaim();
