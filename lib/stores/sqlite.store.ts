@@ -34,6 +34,8 @@ interface Statements {
   forget: SqliteStatementLike;
   claim: (key: string, claim: IdempotencyClaim, now: number) => HeldRow | undefined;
   renewAll: (claims: readonly OwnedKey[], until: number, now: number) => boolean[];
+  /** Runs one synchronous piece of work with SQLite's own lock wait cut short. */
+  briefly: <T>(work: () => T) => T;
 }
 
 /** The columns (and declared types) the store reads and writes. */
@@ -53,6 +55,28 @@ const SQLITE_COLUMNS: Readonly<Record<string, string>> = {
 const SYNC_BUSY_MS = 5;
 /** The longest pause between two tries of a locked statement. */
 const MAX_BUSY_PAUSE_MS = 50;
+
+/**
+ * Cuts the lock wait of a connection the application owns to `wait` ms for the store's own work
+ * only, then gives the application its setting back: the sample's payment insert on the same
+ * connection kept failing with SQLITE_BUSY once the store had lowered its 5 s wait for good. All of
+ * it is synchronous, so no statement of the application runs in between.
+ */
+function lentWait(db: SqliteDatabaseLike, wait: number): <T>(work: () => T) => T {
+  const read = db.prepare('PRAGMA busy_timeout');
+  return (work) => {
+    const own = (read.get() as { timeout: number }).timeout;
+    if (own === wait) return work();
+    // Through pragma() each time, not a statement prepared once: SQLite applies this pragma while
+    // compiling it, so running a prepared one again changes nothing.
+    db.pragma(`busy_timeout = ${wait}`);
+    try {
+      return work();
+    } finally {
+      db.pragma(`busy_timeout = ${own}`);
+    }
+  };
+}
 
 function isBusy(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
@@ -163,7 +187,7 @@ export class SqliteStore implements IdempotencyStore {
     const deadline = Date.now() + this.busyTimeoutMs;
     for (let pause = 1; ; pause = Math.min(pause * 2, MAX_BUSY_PAUSE_MS)) {
       try {
-        return work(s);
+        return s.briefly(() => work(s));
       } catch (err) {
         if (!isBusy(err) || Date.now() + pause > deadline) throw err;
       }
@@ -188,9 +212,15 @@ export class SqliteStore implements IdempotencyStore {
   private async prepare(): Promise<Statements> {
     const db = this.options.database ?? (await this.openFile(this.options.filename!));
     this.db = db;
-    db.pragma(`busy_timeout = ${Math.min(SYNC_BUSY_MS, this.busyTimeoutMs)}`);
+    const wait = Math.min(SYNC_BUSY_MS, this.busyTimeoutMs);
+    // A connection of its own waits the whole busyTimeoutMs while it creates the schema (two pods
+    // starting on one file; nothing is served yet), and briefly from then on. The application's
+    // connection keeps the application's setting, except while the store's own statements run.
+    if (!this.options.database) db.pragma(`busy_timeout = ${this.busyTimeoutMs}`);
     if (this.options.createSchema !== false) db.exec(this.schemaSql());
     this.verify(db);
+    if (!this.options.database) db.pragma(`busy_timeout = ${wait}`);
+    const briefly = this.options.database ? lentWait(db, wait) : <T>(work: () => T): T => work();
     const t = `"${this.table}"`;
     const live = db.prepare(`SELECT state, fingerprint, record, expires_at FROM ${t} WHERE key = ? AND expires_at > ?`);
     // Inserts, or takes over an expired row in place; RETURNING yields a row only when it did.
@@ -223,6 +253,7 @@ export class SqliteStore implements IdempotencyStore {
       // IMMEDIATE: the write lock is taken at the start, so two processes never deadlock upgrading a read.
       claim: (key, c, now) => claim.immediate(key, c, now),
       renewAll: (claims, until, now) => renewAll.immediate(claims, until, now),
+      briefly,
     };
   }
 

@@ -112,6 +112,49 @@ describe('SqliteStore', () => {
     expect(await s.sweep()).toBe(2500);
   });
 
+  it("keeps the application's lock wait on the application's connection, before and after its own statements", async () => {
+    const database = new Database(join(dir, 'lent.db'));
+    database.pragma('busy_timeout = 5000');
+    const s = store({ database });
+    await s.open();
+    expect(database.pragma('busy_timeout', { simple: true })).toBe(5000);
+    expect(await s.claim('k', claim('a'))).toEqual({ state: 'claimed' });
+    expect(await s.commit('k', 'a', sampleRecord('fp'), 10_000)).toBe(true);
+    expect(database.pragma('busy_timeout', { simple: true })).toBe(5000);
+    // The application changes its mind later: the store gives back the new setting, not the old one.
+    database.pragma('busy_timeout = 3000');
+    expect((await s.claim('k', claim('b'))).state).toBe('completed');
+    expect(database.pragma('busy_timeout', { simple: true })).toBe(3000);
+  });
+
+  it("on the application's connection, waits for another writer asynchronously, not with the application's long wait", async () => {
+    const file = join(dir, 'lent-busy.db');
+    const database = new Database(file);
+    database.pragma('journal_mode = WAL');
+    // Long enough that a synchronous wait inside SQLite would outlast busyTimeoutMs and fail the claim.
+    database.pragma('busy_timeout = 20000');
+    const s = store({ database, busyTimeoutMs: 10_000 });
+    await s.open();
+    const holder = new Database(file);
+    holder.exec('BEGIN IMMEDIATE');
+    // The other writer lets go on a timer of this process: it can only fire while the event loop is free.
+    setTimeout(() => holder.exec('COMMIT'), 100);
+    expect(await s.claim('k', claim('a'))).toEqual({ state: 'claimed' });
+    expect(database.pragma('busy_timeout', { simple: true })).toBe(20000);
+
+    holder.exec('BEGIN IMMEDIATE');
+    const quick = store({ database, busyTimeoutMs: 50 });
+    const failure = await quick.claim('k2', claim('a')).then(
+      () => 'claimed under a held lock',
+      (err: { code?: string }) => err.code,
+    );
+    holder.exec('COMMIT');
+    holder.close();
+    expect(failure).toBe('SQLITE_BUSY');
+    // Given back on the failure path too.
+    expect(database.pragma('busy_timeout', { simple: true })).toBe(20000);
+  }, 60_000);
+
   it('never closes a database it was given; closes its own', async () => {
     const database = new Database(':memory:');
     const given = new SqliteStore({ database });
