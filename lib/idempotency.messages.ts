@@ -177,6 +177,14 @@ export const STORE_ERRORS = {
 } as const;
 
 /** Errors that stop the application at startup: a misconfiguration is never left for run time. */
+/**
+ * A configured value as a message shows it: a string says it is one, because `ConfigService.get()`
+ * hands over environment variables as strings, and "got 3600000" hid why 3600000 was refused.
+ */
+function shown(got: unknown): string {
+  return typeof got === 'string' ? `the string '${got.slice(0, 60)}'` : String(got);
+}
+
 export const CONFIG_ERRORS = {
   notAnObject: 'options must be an object',
   notAStore: (method: string) => `cache must implement IdempotencyStore (missing ${method}())`,
@@ -187,7 +195,7 @@ export const CONFIG_ERRORS = {
   headerName: 'headerName must be a valid HTTP header name',
   keyPrefix: 'keyPrefix must be a string without control characters or spaces',
   integer: (name: string, min: number, max: number, got: unknown) =>
-    `${name} must be an integer from ${min} to ${max}, got ${String(got)}`,
+    `${name} must be an integer from ${min} to ${max}, got ${shown(got)}`,
   errorFormat: (got: unknown) => `errorFormat must be 'json' or 'problem+json', got ${String(got)}`,
   problemTypeBaseUrl:
     'problemTypeBaseUrl must be an absolute URI prefix (scheme first, no white space), e.g. https://api.example.com/problems/',
@@ -200,7 +208,7 @@ export const CONFIG_ERRORS = {
   encryptionKey: (id: string) => `encryption key ${id} must be 32 bytes (a Buffer or Uint8Array) for AES-256-GCM`,
   encryptionCurrent: 'encryption.current must be the id of one of encryption.keys',
   events: 'events must be a function (event) => void or an injectable class with onIdempotencyEvent(event)',
-  boolean: (name: string, got: unknown) => `${name} must be true or false, got ${String(got)}`,
+  boolean: (name: string, got: unknown) => `${name} must be true or false, got ${shown(got)}`,
   fingerprint: (got: unknown) => `fingerprint must be 'canonical', 'raw' or a function (req) => value, got ${String(got)}`,
   missingHeader: (got: unknown) => `missingHeader must be 'reject' or 'pass-through', got ${String(got)}`,
   identity: 'identity must be a function (req) => string or an injectable resolver class',
@@ -230,7 +238,7 @@ export const CONFIG_ERRORS = {
   notARoute:
     'only HTTP route handlers of controllers are deduplicated; on a provider method (a GraphQL resolver, a service) it would do nothing, so it is refused; remove the decorator rather than rely on it',
   transactionalStreamType: 'transactional: true cannot return a StreamableFile: a stream cannot be recorded before COMMIT',
-  maxEntries: (got: unknown) => `InMemoryCache: maxEntries must be a positive integer, got ${String(got)}`,
+  maxEntries: (got: unknown) => `InMemoryCache: maxEntries must be a positive integer, got ${shown(got)}`,
   quotas: 'InMemoryCache: prefixQuotas needs non-empty prefixes and non-negative integer quotas',
   quotasTooLarge: (reserved: number, maxEntries: number) =>
     `InMemoryCache: prefixQuotas reserve ${reserved} entries, more than maxEntries (${maxEntries})`,
@@ -240,5 +248,5 @@ export const CONFIG_ERRORS = {
   sqliteTarget: 'give exactly one of filename (a database of its own) and database (yours)',
   identifier: (name: string) => `${name} must be an SQL identifier: a letter or _, then letters, digits or _, at most 63 in all`,
   redisTimeout: (max: number, got: unknown) =>
-    `RedisCache: the command timeout must be an integer from 1 to ${max} (ms), got ${String(got)}`,
+    `RedisCache: the command timeout must be an integer from 1 to ${max} (ms), got ${shown(got)}`,
 } as const;

@@ -74,6 +74,26 @@ describe('IdempotencyModule', () => {
     expect((await optionsOf(IdempotencyModule.forRootAsync({ useFactory: () => ({ leaseMs: 30 }) }))).leaseMs).toBe(30);
   });
 
+  it("forRootAsync() with @nestjs/config's ConfigService: an environment variable is a string, and the error says so", async () => {
+    const { ConfigModule: NestConfigModule, ConfigService } = await import('@nestjs/config');
+    const env = { IDEMPOTENCY_TTL_MS: '3600000' };
+    const withFactory = (useFactory: (config: InstanceType<typeof ConfigService>) => object) =>
+      IdempotencyModule.forRootAsync({
+        imports: [NestConfigModule.forRoot({ ignoreEnvFile: true, load: [() => env] })],
+        inject: [ConfigService],
+        useFactory,
+      });
+    await expect(
+      Test.createTestingModule({
+        imports: [withFactory((config) => ({ ttlMs: config.get<number>('IDEMPOTENCY_TTL_MS') }))],
+      }).compile(),
+    ).rejects.toThrow("IdempotencyModule: ttlMs must be an integer from 1 to 31536000000, got the string '3600000'");
+    // The README's recipe converts, and starts.
+    expect(
+      (await optionsOf(withFactory((config) => ({ ttlMs: Number(config.get('IDEMPOTENCY_TTL_MS', 86_400_000)) })))).ttlMs,
+    ).toBe(3_600_000);
+  });
+
   it('forRootAsync({ useFactory, extraProviders }) resolves what no module exports', async () => {
     const dynamic = IdempotencyModule.forRootAsync({
       extraProviders: [Config],

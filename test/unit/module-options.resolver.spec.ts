@@ -137,7 +137,7 @@ describe('resolveModuleOptions', () => {
   it.each(['maxKeyLength', 'maxScopeLength'] as const)('%s must be a positive safe integer', (name) => {
     for (const bad of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 53, '10', null]) {
       expect(() => resolveModuleOptions({ [name]: bad })).toThrow(
-        err(`${name} must be an integer from 1 to ${2 ** 53 - 1}, got ${String(bad)}`),
+        err(`${name} must be an integer from 1 to ${2 ** 53 - 1}, got ${bad === '10' ? "the string '10'" : String(bad)}`),
       );
     }
     expect(resolveModuleOptions({ [name]: 2 ** 53 - 1 })[name]).toBe(2 ** 53 - 1);
@@ -150,7 +150,7 @@ describe('resolveModuleOptions', () => {
   ] as const)('%s is an integer from %d to %d, named with its limits when it is not', (name, min, max) => {
     for (const bad of [min - 1, max + 1, 1e12 * 1e6, 1.5 + min, Number.NaN, '10', null]) {
       expect(() => resolveModuleOptions({ [name]: bad })).toThrow(
-        err(`${name} must be an integer from ${min} to ${max}, got ${String(bad)}`),
+        err(`${name} must be an integer from ${min} to ${max}, got ${bad === '10' ? "the string '10'" : String(bad)}`),
       );
     }
     expect(resolveModuleOptions({ [name]: min })[name]).toBe(min);
@@ -277,11 +277,13 @@ describe('resolveModuleOptions', () => {
     }
     for (const bad of ['true', 1, null]) {
       expect(() => resolveModuleOptions({ echoKeyHeader: bad as never })).toThrow(
-        err(`echoKeyHeader must be true or false, got ${String(bad)}`),
+        err(`echoKeyHeader must be true or false, got ${bad === 'true' ? "the string 'true'" : String(bad)}`),
       );
     }
     expect(resolveModuleOptions({ echoKeyHeader: false }).echoKeyHeader).toBe(false);
-    expect(() => resolveModuleOptions({ openApi: 'no' as never })).toThrow(err('openApi must be true or false, got no'));
+    expect(() => resolveModuleOptions({ openApi: 'no' as never })).toThrow(
+      err("openApi must be true or false, got the string 'no'"),
+    );
     const key = Buffer.alloc(32, 7);
     for (const [encryption, message] of [
       [null, 'encryption must be { keys: { <id>: <32-byte Buffer> }, current: <id> }'],
