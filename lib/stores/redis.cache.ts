@@ -21,7 +21,7 @@ class RedisTimeoutError extends Error {}
 const PING_KEY = 'nestjs-idempotency:ping';
 
 /**
- * An {@link IdempotencyStore} on Redis (ioredis 6, standalone or Cluster), shared by every pod.
+ * An {@link IdempotencyStore} on Redis (ioredis 5.4+ or 6, standalone or Cluster), shared by every pod.
  * A first request costs two commands (claim, commit), a replay or a conflict one.
  */
 export class RedisCache implements IdempotencyStore {

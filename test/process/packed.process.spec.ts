@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFile, execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { RedisServer, redisAvailable } from '../support/redis-server.js';
 
 // The package as a user gets it: `npm pack`'s tarball, unpacked into the node_modules of a fresh app
 // in a temporary folder outside this repository (so nothing resolves to lib/ or dist/ by accident).
@@ -11,11 +13,14 @@ import { join, resolve } from 'node:path';
 
 const ROOT = resolve('.');
 const TSC = join(ROOT, 'node_modules/typescript/bin/tsc');
+const execFileAsync = promisify(execFile);
+const withRedis = redisAvailable('packed tarball: the Redis recipe');
 
 /** The quick start of the README, plus a bootstrap that sends one request and its retry. */
 const MAIN = `import { Body, Controller, Module, Post } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { Idempotent, IdempotencyModule } from 'nestjs-idempotency';
+import { Redis } from 'ioredis';
+import { Idempotent, IdempotencyModule, RedisCache, RedisCacheOptions } from 'nestjs-idempotency';
 
 let charges = 0;
 
@@ -29,7 +34,16 @@ class PaymentsController {
   }
 }
 
-@Module({ imports: [IdempotencyModule.forRoot()], controllers: [PaymentsController] })
+// The README's Redis recipe when REDIS_URL is set: a client of the store's own (withUrl, loaded by the
+// package) or the app's (withClient); the in-memory default otherwise.
+const url = process.env.REDIS_URL;
+const client = url !== undefined && process.env.REDIS_CLIENT === 'app' ? new Redis(url) : undefined;
+const cache =
+  url === undefined
+    ? undefined
+    : new RedisCache(client ? RedisCacheOptions.create().withClient(client) : RedisCacheOptions.create().withUrl(url));
+
+@Module({ imports: [IdempotencyModule.forRoot({ cache })], controllers: [PaymentsController] })
 class AppModule {}
 
 async function main(): Promise<void> {
@@ -39,7 +53,7 @@ async function main(): Promise<void> {
   const send = async () => {
     const res = await fetch(\`http://127.0.0.1:\${port}/payments\`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'idempotency-key': 'order-1' },
+      headers: { 'content-type': 'application/json', 'idempotency-key': process.env.KEY ?? 'order-1' },
       body: JSON.stringify({ amount: 5 }),
     });
     return { status: res.status, replayed: res.headers.get('idempotent-replayed'), body: await res.text() };
@@ -47,6 +61,7 @@ async function main(): Promise<void> {
   const first = await send();
   const retry = await send();
   await app.close();
+  client?.disconnect();
   console.log(JSON.stringify({ first, retry, charges }));
 }
 void main();
@@ -62,8 +77,10 @@ describe('the packed tarball, installed in a fresh app', () => {
   let dir: string;
   let tarball: string;
   let files: string[];
+  let redis: RedisServer | undefined;
 
-  beforeAll(() => {
+  beforeAll(async () => {
+    if (withRedis) redis = await RedisServer.start();
     dir = mkdtempSync(join(tmpdir(), 'idem-packed-'));
     // prepack builds dist/ from scratch: what is packed is what the sources make now.
     const [packed] = JSON.parse(
@@ -76,7 +93,10 @@ describe('the packed tarball, installed in a fresh app', () => {
     files = packed.files.map((f) => f.path);
     symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
   }, 180_000);
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  afterAll(async () => {
+    await redis?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
 
   it('holds the compiled package and its documents, and nothing else', () => {
     expect(files).toEqual(
@@ -91,10 +111,11 @@ describe('the packed tarball, installed in a fresh app', () => {
   });
 
   it.each(Object.keys(KINDS) as (keyof typeof KINDS)[])(
-    'a %s app compiles against it, runs the quick start, and its retry is replayed',
-    (kind) => {
+    'a %s app compiles against it and runs the quick start, then the Redis recipe on ioredis 5 and on ioredis 6',
+    async (kind) => {
       const app = join(dir, kind);
-      const installed = join(app, 'node_modules', 'nestjs-idempotency');
+      const modules = join(app, 'node_modules');
+      const installed = join(modules, 'nestjs-idempotency');
       mkdirSync(installed, { recursive: true });
       execFileSync('tar', ['-xzf', tarball, '-C', installed, '--strip-components=1']);
       writeFileSync(join(app, 'package.json'), JSON.stringify(KINDS[kind].packageJson));
@@ -115,6 +136,12 @@ describe('the packed tarball, installed in a fresh app', () => {
         }),
       );
       writeFileSync(join(app, 'main.ts'), MAIN);
+      /** The app's own ioredis: the package's dynamic import finds it first, as in a real install. */
+      const useIoredis = (folder: string) => {
+        rmSync(join(modules, 'ioredis'), { force: true });
+        symlinkSync(join(ROOT, 'node_modules', folder), join(modules, 'ioredis'), 'dir');
+      };
+      useIoredis('ioredis');
       let compiled = '';
       try {
         execFileSync(process.execPath, [TSC, '-p', app], { encoding: 'utf8' });
@@ -122,19 +149,35 @@ describe('the packed tarball, installed in a fresh app', () => {
         compiled = String((err as { stdout?: string }).stdout);
       }
       expect(compiled).toBe('');
-      const output = execFileSync(process.execPath, [join(app, 'dist', 'main.js')], {
-        cwd: app,
-        encoding: 'utf8',
-        timeout: 60_000,
-      });
-      const { first, retry, charges } = JSON.parse(output.trim().split('\n').pop()!) as {
-        first: { status: number; replayed: string | null; body: string };
-        retry: { status: number; replayed: string | null; body: string };
-        charges: number;
+
+      const run = async (env: Record<string, string>) => {
+        const { stdout } = await execFileAsync(process.execPath, [join(app, 'dist', 'main.js')], {
+          cwd: app,
+          encoding: 'utf8',
+          timeout: 60_000,
+          env: { ...process.env, ...env },
+        });
+        return JSON.parse(stdout.trim().split('\n').pop()!) as unknown;
       };
-      expect(first).toEqual({ status: 201, replayed: null, body: '{"id":"pay_1","amount":5}' });
-      expect(retry).toEqual({ status: 201, replayed: 'true', body: first.body });
-      expect(charges).toBe(1);
+      const replayed = {
+        first: { status: 201, replayed: null, body: '{"id":"pay_1","amount":5}' },
+        retry: { status: 201, replayed: 'true', body: '{"id":"pay_1","amount":5}' },
+        charges: 1,
+      };
+      expect(await run({})).toEqual(replayed);
+      if (!redis) return;
+      for (const [major, folder] of [
+        ['5', 'ioredis5'],
+        ['6', 'ioredis'],
+      ]) {
+        useIoredis(folder);
+        expect(JSON.parse(readFileSync(join(modules, 'ioredis', 'package.json'), 'utf8')).version).toMatch(
+          new RegExp(`^${major}\\.`),
+        );
+        for (const client of ['store', 'app']) {
+          expect(await run({ REDIS_URL: redis.url, REDIS_CLIENT: client, KEY: `${kind}-${major}-${client}` })).toEqual(replayed);
+        }
+      }
     },
     120_000,
   );

@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { Logger } from '@nestjs/common';
 import { Cluster, Redis } from 'ioredis';
+// ioredis 5 beside 6 (an npm alias): both majors are supported, and many apps still have 5.
+import { Cluster as Cluster5, Redis as Redis5 } from 'ioredis5';
 import { RedisCache, RedisCacheOptions } from '../../lib/index.js';
 import { RedisCluster, RedisServer, clusterAvailable, redisAvailable } from '../support/redis-server.js';
 import { sampleRecord, storeContract } from '../support/store-contract.js';
@@ -285,6 +287,13 @@ describeRedis('RedisCache with an existing client', () => {
     client = new Redis(server.url);
     return new RedisCache(RedisCacheOptions.create().withClient(client));
   });
+  const fives: Redis5[] = [];
+  afterAll(() => fives.forEach((c) => c.disconnect()));
+  storeContract('RedisCache (withClient, ioredis 5)', async () => {
+    const five = new Redis5(server.url);
+    fives.push(five);
+    return new RedisCache(RedisCacheOptions.create().withClient(five));
+  });
 
   const claim = (owner: string, fingerprint = 'f') => ({ owner, fingerprint, leaseMs: 5000 });
   const FOREIGN = 'a value the idempotency layer did not write was under an idempotency key; it is replaced by a claim';
@@ -363,6 +372,14 @@ describeCluster('RedisCache on a 3-master Redis Cluster', () => {
     undefined,
     async (_, key, value, ttlMs) => void (await client.set(key, value, 'PX', ttlMs)),
   );
+
+  const fives: Cluster5[] = [];
+  afterAll(() => fives.forEach((c) => c.disconnect()));
+  storeContract('RedisCache (Cluster client, ioredis 5)', async () => {
+    const five = new Cluster5(cluster.nodes.map((n) => ({ host: '127.0.0.1', port: n.port })));
+    fives.push(five);
+    return new RedisCache(RedisCacheOptions.create().withClient(five));
+  });
 
   it('spreads keys over the masters', async () => {
     const cache = new RedisCache(RedisCacheOptions.create().withClient(client));
