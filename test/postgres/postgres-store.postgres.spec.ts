@@ -1,6 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { Logger } from '@nestjs/common';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import pg from 'pg';
+import { DataSource, type MigrationInterface, type QueryRunner } from 'typeorm';
 import { type PostgresPoolLike, PostgresStore } from '../../lib/index.js';
 import { FaultProxy } from '../support/fault-proxy.js';
 import { PostgresServer, postgresAvailable } from '../support/postgres-server.js';
@@ -207,6 +210,55 @@ describePg('PostgresStore', () => {
       "SELECT relpersistence FROM pg_class WHERE relname = 'idempotency_records'",
     );
     expect(rows[0].relpersistence).toBe('p'); // LOGGED
+  });
+
+  it('the shipped migration sql/postgres/001, run as a migration tool runs it, is all a store with createSchema: false needs', async () => {
+    const url = await database();
+    const admin = pool(url);
+    // One multi-statement query, as TypeORM's queryRunner.query(), Knex's raw() or psql -f send it.
+    await admin.query(readFileSync('sql/postgres/001_idempotency_records.sql', 'utf8'));
+    const store = new PostgresStore({ pool: admin, createSchema: false, sweepIntervalMs: 0 });
+    stores.push(store);
+    await store.open(); // verifies the table and the claim function
+    expect(await store.claim('k', claim('a'))).toEqual({ state: 'claimed' });
+    expect(await store.commit('k', 'a', sampleRecord('fp'), 10_000)).toBe(true);
+    expect((await store.claim('k', claim('b'))).state).toBe('completed');
+  });
+
+  it("the README's TypeORM migration runs the shipped file through TypeORM's migration runner, and reverts it", async () => {
+    const url = await database();
+    // The file by the package's name, as an app resolves it (the exports map lists sql/*).
+    const ddl = readFileSync(
+      createRequire(import.meta.url).resolve('nestjs-idempotency/sql/postgres/001_idempotency_records.sql'),
+      'utf8',
+    );
+    class IdempotencyRecords1764806400000 implements MigrationInterface {
+      async up(queryRunner: QueryRunner): Promise<void> {
+        await queryRunner.query(ddl);
+      }
+      async down(queryRunner: QueryRunner): Promise<void> {
+        await queryRunner.query(
+          'DROP FUNCTION IF EXISTS "public"."idempotency_records_claim2"(text, text, text, integer, integer); DROP TABLE IF EXISTS "public"."idempotency_records"',
+        );
+      }
+    }
+    const source = new DataSource({ type: 'postgres', url, migrations: [IdempotencyRecords1764806400000], logging: false });
+    await source.initialize();
+    try {
+      expect((await source.runMigrations()).map((m) => m.name)).toEqual(['IdempotencyRecords1764806400000']);
+      const store = new PostgresStore({ connectionString: url, createSchema: false, sweepIntervalMs: 0 });
+      stores.push(store);
+      await store.open();
+      expect(await store.claim('k', claim('a'))).toEqual({ state: 'claimed' });
+      await store.close();
+      await source.undoLastMigration();
+      expect(await source.query("SELECT to_regclass('public.idempotency_records') AS t")).toEqual([{ t: null }]);
+      expect(await source.query("SELECT count(*)::int AS n FROM pg_proc WHERE proname = 'idempotency_records_claim2'")).toEqual([
+        { n: 0 },
+      ]);
+    } finally {
+      await source.destroy();
+    }
   });
 
   it('a schema it cannot create fails open() after three attempts, naming the reason', async () => {

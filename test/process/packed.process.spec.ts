@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFile, execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { RedisServer, redisAvailable } from '../support/redis-server.js';
@@ -100,12 +101,24 @@ describe('the packed tarball, installed in a fresh app', () => {
 
   it('holds the compiled package and its documents, and nothing else', () => {
     expect(files).toEqual(
-      expect.arrayContaining(['package.json', 'README.md', 'LICENSE', 'CHANGELOG.md', 'dist/index.js', 'dist/index.d.ts']),
+      expect.arrayContaining([
+        'package.json',
+        'README.md',
+        'LICENSE',
+        'CHANGELOG.md',
+        'dist/index.js',
+        'dist/index.d.ts',
+        'sql/postgres/001_idempotency_records.sql',
+        'sql/sqlite/001_idempotency_records.sql',
+      ]),
     );
     // No source maps: they would point at lib/*.ts, which is not shipped.
     expect(
       files.filter(
-        (f) => !/^dist\/.+\.(js|d\.ts)$/.test(f) && !['package.json', 'README.md', 'LICENSE', 'CHANGELOG.md'].includes(f),
+        (f) =>
+          !/^dist\/.+\.(js|d\.ts)$/.test(f) &&
+          !/^sql\/(postgres|sqlite)\/\d{3}_\w+\.sql$/.test(f) &&
+          !['package.json', 'README.md', 'LICENSE', 'CHANGELOG.md'].includes(f),
       ),
     ).toEqual([]);
   });
@@ -119,6 +132,10 @@ describe('the packed tarball, installed in a fresh app', () => {
       mkdirSync(installed, { recursive: true });
       execFileSync('tar', ['-xzf', tarball, '-C', installed, '--strip-components=1']);
       writeFileSync(join(app, 'package.json'), JSON.stringify(KINDS[kind].packageJson));
+      // The migrations are reachable by the package's name, as the README's recipes load them.
+      expect(createRequire(join(app, 'main.js')).resolve('nestjs-idempotency/sql/postgres/001_idempotency_records.sql')).toBe(
+        join(installed, 'sql', 'postgres', '001_idempotency_records.sql'),
+      );
       writeFileSync(
         join(app, 'tsconfig.json'),
         JSON.stringify({

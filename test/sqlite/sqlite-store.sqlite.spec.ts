@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
 import Database from 'better-sqlite3';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type IdempotencyStore, SqliteStore } from '../../lib/index.js';
@@ -82,6 +82,16 @@ describe('SqliteStore', () => {
     expect(failure).toMatch(/SqliteStore: table "idem_keys" is not what this release needs: the table does not exist/);
     database.exec(s.schemaSql());
     expect(await s.claim('k', claim('a'))).toEqual({ state: 'claimed' });
+  });
+
+  it('the shipped migration sql/sqlite/001, applied to the database, is all a store with createSchema: false needs', async () => {
+    const database = new Database(join(dir, 'migrated.db'));
+    database.exec(readFileSync('sql/sqlite/001_idempotency_records.sql', 'utf8'));
+    const s = store({ database, createSchema: false });
+    await s.open(); // verifies the table
+    expect(await s.claim('k', claim('a'))).toEqual({ state: 'claimed' });
+    expect(await s.commit('k', 'a', sampleRecord('fp'), 10_000)).toBe(true);
+    expect((await s.claim('k', claim('b'))).state).toBe('completed');
   });
 
   it('uses its clock for leases and records, and the sweep deletes expired rows only', async () => {

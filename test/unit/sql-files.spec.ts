@@ -1,0 +1,24 @@
+import { describe, expect, it } from '@jest/globals';
+import { readdirSync, readFileSync } from 'node:fs';
+import { PostgresStore, SqliteStore } from '../../lib/index.js';
+
+/** A shipped migration without its leading comment lines: the DDL itself. */
+function ddl(path: string): string {
+  return readFileSync(path, 'utf8').replace(/^(--[^\n]*\n)+/, '');
+}
+
+describe('the SQL files shipped for migration tools', () => {
+  it('are versioned, one folder per store', () => {
+    expect(readdirSync('sql').sort()).toEqual(['postgres', 'sqlite']);
+    expect(readdirSync('sql/postgres')).toEqual(['001_idempotency_records.sql']);
+    expect(readdirSync('sql/sqlite')).toEqual(['001_idempotency_records.sql']);
+  });
+
+  it('hold exactly what createSchema runs with the default names', async () => {
+    const postgres = new PostgresStore({ connectionString: 'postgres://127.0.0.1:1/none', sweepIntervalMs: 0 });
+    const sqlite = new SqliteStore({ filename: ':memory:', sweepIntervalMs: 0 });
+    expect(ddl('sql/postgres/001_idempotency_records.sql')).toBe(postgres.schemaSql());
+    expect(ddl('sql/sqlite/001_idempotency_records.sql')).toBe(sqlite.schemaSql());
+    await Promise.all([postgres.close(), sqlite.close()]);
+  });
+});
