@@ -9,10 +9,16 @@ import { join } from 'node:path';
 
 const STAMPS = 'node_modules/.cache/nestjs-idempotency';
 const OUTPUTS = {
-  dist: { args: ['-p', 'tsconfig.build.json'], sources: ['lib', 'tsconfig.build.json', 'tsconfig.json'] },
+  dist: {
+    args: ['-p', 'tsconfig.build.json'],
+    sources: ['lib', 'tsconfig.build.json', 'tsconfig.json'],
+    marker: 'dist/index.js',
+  },
+  // The marker is a file only this compile writes: `npm start` compiles the sample into .build/start.
   '.build': {
     args: ['-p', 'tsconfig.json', '--outDir', '.build', '--noEmit', 'false'],
     sources: ['lib', 'sample', 'bench', 'test', 'tsconfig.json'],
+    marker: '.build/test/support/build.js',
   },
 } as const;
 
@@ -26,9 +32,9 @@ function newest(path: string): number {
 
 /** Compiles `output` unless it is newer than every one of its sources. */
 export function build(output: keyof typeof OUTPUTS): void {
-  const { args, sources } = OUTPUTS[output];
+  const { args, sources, marker } = OUTPUTS[output];
   const stamp = join(STAMPS, `${output.replace('.', '')}.stamp`);
-  if (existsSync(output) && existsSync(stamp) && statSync(stamp).mtimeMs >= Math.max(...sources.map(newest))) return;
+  if (existsSync(marker) && existsSync(stamp) && statSync(stamp).mtimeMs >= Math.max(...sources.map(newest))) return;
   mkdirSync(STAMPS, { recursive: true });
   const started = Date.now();
   execFileSync(process.execPath, ['node_modules/typescript/bin/tsc', ...args], { stdio: 'inherit' });
