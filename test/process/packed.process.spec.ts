@@ -74,6 +74,15 @@ const KINDS = {
   esm: { packageJson: { name: 'app-esm', private: true, type: 'module' }, compilerOptions: { module: 'nodenext' } },
 } as const;
 
+/** The README's "Testing your app" set-up and example, taken from the README itself. */
+function testingRecipe(): { script: string; jestConfig: string; spec: string } {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  const section = readme.slice(readme.indexOf('### Testing your app with the module'));
+  const block = (lang: string) => new RegExp(`^\`\`\`${lang}\n([\\s\\S]*?)^\`\`\`$`, 'm').exec(section)![1];
+  const script = /"test": "([^"]+)"/.exec(block('sh'))![1];
+  return { script, jestConfig: block('js'), spec: block('ts') };
+}
+
 describe('the packed tarball, installed in a fresh app', () => {
   let dir: string;
   let tarball: string;
@@ -124,7 +133,7 @@ describe('the packed tarball, installed in a fresh app', () => {
   });
 
   it.each(Object.keys(KINDS) as (keyof typeof KINDS)[])(
-    'a %s app compiles against it and runs the quick start, then the Redis recipe on ioredis 5 and on ioredis 6',
+    'a %s app compiles against it and runs the quick start, the Redis recipe on ioredis 5 and 6, and the README testing recipe',
     async (kind) => {
       const app = join(dir, kind);
       const modules = join(app, 'node_modules');
@@ -182,6 +191,18 @@ describe('the packed tarball, installed in a fresh app', () => {
         charges: 1,
       };
       expect(await run({})).toEqual(replayed);
+
+      // The README's testing recipe, word for word: its jest config, its script, its spec file.
+      const recipe = testingRecipe();
+      writeFileSync(join(app, 'package.json'), JSON.stringify({ ...KINDS[kind].packageJson, scripts: { test: recipe.script } }));
+      writeFileSync(join(app, 'jest.config.mjs'), recipe.jestConfig);
+      writeFileSync(join(app, 'orders.spec.ts'), recipe.spec);
+      symlinkSync(join(ROOT, 'node_modules', 'jest'), join(modules, 'jest'), 'dir');
+      const tested = await execFileAsync('npm', ['test', '--', '--ci'], { cwd: app, encoding: 'utf8', timeout: 120_000 }).then(
+        ({ stderr }) => stderr,
+        (err: { stderr?: string; message: string }) => `failed: ${err.stderr ?? err.message}`,
+      );
+      expect(tested).toMatch(/^Tests: +1 passed, 1 total$/m);
       if (!redis) return;
       for (const [major, folder] of [
         ['5', 'ioredis5'],
