@@ -23,6 +23,7 @@ import '../unit/telemetry.spec.js';
 import '../unit/optional-peer.util.spec.js';
 import '../unit/idempotency.health-indicator.spec.js';
 import '../unit/idempotency.admin.spec.js';
+import '../unit/store-contract.spec.js';
 import '../unit/route-options.accessor.spec.js';
 import '../unit/idempotency.interceptor.spec.js';
 import '../unit/idempotency.explorer.spec.js';

@@ -83,6 +83,14 @@ function testingRecipe(): { script: string; jestConfig: string; spec: string } {
   return { script, jestConfig: block('js'), spec: block('ts') };
 }
 
+/** The README's example store (`MapStore`, "A store of your own"). */
+function readmeMapStore(): string {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  return [...readme.matchAll(/^```ts\n([\s\S]*?)^```$/gm)]
+    .map((m) => m[1])
+    .find((code) => code.includes('export class MapStore'))!;
+}
+
 describe('the packed tarball, installed in a fresh app', () => {
   let dir: string;
   let tarball: string;
@@ -133,7 +141,7 @@ describe('the packed tarball, installed in a fresh app', () => {
   });
 
   it.each(Object.keys(KINDS) as (keyof typeof KINDS)[])(
-    'a %s app compiles against it and runs the quick start, the Redis recipe on ioredis 5 and 6, and the README testing recipe',
+    'a %s app compiles against it and runs the quick start, the Redis recipe on ioredis 5 and 6, the README testing recipe, and the store contract under node:test',
     async (kind) => {
       const app = join(dir, kind);
       const modules = join(app, 'node_modules');
@@ -158,10 +166,11 @@ describe('the packed tarball, installed in a fresh app', () => {
             types: ['node'],
             outDir: 'dist',
           },
-          include: ['main.ts'],
+          include: ['main.ts', 'map-store.ts'],
         }),
       );
       writeFileSync(join(app, 'main.ts'), MAIN);
+      writeFileSync(join(app, 'map-store.ts'), readmeMapStore());
       /** The app's own ioredis: the package's dynamic import finds it first, as in a real install. */
       const useIoredis = (folder: string) => {
         rmSync(join(modules, 'ioredis'), { force: true });
@@ -191,6 +200,33 @@ describe('the packed tarball, installed in a fresh app', () => {
         charges: 1,
       };
       expect(await run({})).toEqual(replayed);
+
+      // The shipped store contract under node:test, loaded by the package's name (import or require).
+      const contract =
+        kind === 'esm'
+          ? "import { describe, it } from 'node:test';\nimport { InMemoryCache } from 'nestjs-idempotency';\nimport { storeContract } from 'nestjs-idempotency/testing';\n"
+          : "const { describe, it } = require('node:test');\nconst { InMemoryCache } = require('nestjs-idempotency');\nconst { storeContract } = require('nestjs-idempotency/testing');\n";
+      // And the README's MapStore, compiled with the app.
+      const mapStore =
+        kind === 'esm'
+          ? "import { MapStore } from './dist/map-store.js';\n"
+          : "const { MapStore } = require('./dist/map-store.js');\n";
+      writeFileSync(
+        join(app, 'contract.test.js'),
+        `${contract}${mapStore}storeContract({ describe, it }, () => new InMemoryCache(), { name: 'InMemoryCache' });\n` +
+          "storeContract({ describe, it }, () => new MapStore(), { name: 'MapStore', without: ['ping', 'peek', 'forget', 'renewAll'] });\n",
+      );
+      const contractRun = await execFileAsync(process.execPath, ['--test', 'contract.test.js'], {
+        cwd: app,
+        encoding: 'utf8',
+        timeout: 120_000,
+      }).then(
+        ({ stdout }) => stdout,
+        (err: { stdout?: string; message: string }) => `failed: ${err.stdout ?? err.message}`,
+      );
+      expect(contractRun).toMatch(/^# fail 0$/m);
+      expect(Number(/^# pass (\d+)$/m.exec(contractRun)?.[1])).toBeGreaterThanOrEqual(25);
+      expect(contractRun).toMatch(/store contract: MapStore/);
 
       // The README's testing recipe, word for word: its jest config, its script, its spec file.
       const recipe = testingRecipe();

@@ -22,7 +22,18 @@ describe('README', () => {
     expect(blocks.length).toBeGreaterThanOrEqual(12);
     rmSync(DIR, { recursive: true, force: true });
     mkdirSync(DIR);
-    blocks.forEach((code, i) => writeFileSync(join(DIR, `example-${i + 1}.ts`), code));
+    // A block that another imports (`import { MapStore } from './map-store.js'`) is saved under that
+    // name; the others are numbered.
+    const imported = new Map(
+      blocks.flatMap((code) =>
+        [...code.matchAll(/^import \{ (\w+) \} from '\.\/([\w-]+)\.js';$/gm)].map((m) => [m[1], m[2]] as const),
+      ),
+    );
+    blocks.forEach((code, i) => {
+      const exported = /^export class (\w+)/m.exec(code)?.[1];
+      const file = exported !== undefined && imported.has(exported) ? imported.get(exported)! : `example-${i + 1}`;
+      writeFileSync(join(DIR, `${file}.ts`), code);
+    });
     writeFileSync(
       join(DIR, 'tsconfig.json'),
       JSON.stringify({ extends: '../tsconfig.json', compilerOptions: { rootDir: '.', noEmit: true }, include: ['*.ts'] }),

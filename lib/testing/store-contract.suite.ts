@@ -1,0 +1,311 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import type { IdempotencyRecord, IdempotencyStore } from '../interfaces/idempotency-store.interface.js';
+
+/** The two functions of a test framework the suite needs: jest, vitest and `node:test` all have them. */
+export interface ContractFramework {
+  describe(name: string, body: () => void): unknown;
+  it(name: string, body: () => Promise<void>): unknown;
+}
+
+/** The store methods the module calls only when present; the suite tests each one the store has. */
+export type OptionalStoreMethod = 'ping' | 'peek' | 'forget' | 'renewAll';
+
+/** Options of {@link storeContract}. */
+export interface StoreContractOptions {
+  /** Shown in the suite's name: `store contract: <name>`. Default `'store'`. */
+  name?: string;
+  /** Called by the suite's last test, e.g. to close the store's connection. */
+  close?: (store: IdempotencyStore) => Promise<void> | void;
+  /**
+   * Optional methods your store does not implement. Without them, the module works without the
+   * health check (`ping`), the admin service (`peek`, `forget`) or batched renewal (`renewAll`). A
+   * method neither implemented nor listed here fails the suite: forgetting one is a mistake.
+   */
+  without?: readonly OptionalStoreMethod[];
+  /**
+   * Writes `value` under `key` as the store keeps a record, bypassing its codec, to check that a
+   * record in a newer format is never replayed nor taken over. Without it, that test is left out.
+   */
+  plant?: (store: IdempotencyStore, key: string, value: Buffer, ttlMs: number) => Promise<void>;
+}
+
+/** Binary, newlines and non-ASCII: what a store must keep byte for byte. */
+export const sampleRecord = (fingerprint: string): IdempotencyRecord => ({
+  fingerprint,
+  response: {
+    status: 402,
+    headers: { 'content-type': 'application/octet-stream', location: '/p/1', 'x-multi': ['a', 'b'], 'x-text': 'ü\n?' },
+    body: Buffer.from([0, 10, 13, 0x52, 0x43, 0xff, 0xfe, 10, 0x7b]),
+  },
+});
+
+/** Within 1.5 s of when it should be: the store's clock may be another machine's. */
+function near(actual: number, expected: number, what: string): void {
+  assert.ok(Math.abs(actual - expected) < 1500, `${what} is ${actual}, ${actual - expected} ms from ${expected}`);
+}
+
+const METHODS: readonly OptionalStoreMethod[] = ['ping', 'peek', 'forget', 'renewAll'];
+
+const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** Deep equality where an absent and an undefined property are the same, as stores may differ there. */
+function same(actual: unknown, expected: unknown): void {
+  const plain = (value: unknown): unknown =>
+    value === null || typeof value !== 'object' || Buffer.isBuffer(value)
+      ? value
+      : Array.isArray(value)
+        ? value.map(plain)
+        : Object.fromEntries(
+            Object.entries(value)
+              .filter(([, v]) => v !== undefined)
+              .map(([k, v]) => [k, plain(v)]),
+          );
+  assert.deepStrictEqual(plain(actual), plain(expected));
+}
+
+/**
+ * The contract every {@link IdempotencyStore} must keep, as a test suite: the one this package's four
+ * stores pass. Give it your framework's `describe` and `it`, and a function that opens your store; it
+ * asserts with `node:assert`, so it runs under jest, vitest and `node:test` alike. Leases and records
+ * expire for real (the shortest in 100 ms), because a store may keep its own clock; the slowest test
+ * takes about 2 s, and one writes a 5 MB record, so allow each test 30 s.
+ *
+ * @example
+ * import { describe, it } from 'node:test';
+ * storeContract({ describe, it }, async () => new MyStore(...), { name: 'MyStore', close: (s) => s.close?.() });
+ */
+export function storeContract(
+  framework: ContractFramework,
+  open: () => Promise<IdempotencyStore> | IdempotencyStore,
+  options: StoreContractOptions = {},
+): void {
+  const { plant, close, without = [] } = options;
+  const has = (method: OptionalStoreMethod) => !without.includes(method);
+  framework.describe(`store contract: ${options.name ?? 'store'}`, () => {
+    let store: IdempotencyStore;
+    let opening: Promise<IdempotencyStore> | undefined;
+    /** Each test opens the store if no test did yet: a filtered run (`it.only`) still has one. */
+    const test = (name: string, body: () => Promise<void>) =>
+      framework.it(name, async () => {
+        store = await (opening ??= Promise.resolve().then(open));
+        await body();
+      });
+    const key = () => `idem:contract:${randomUUID()}`;
+    const claim = (owner: string, fingerprint = 'fp-1', leaseMs = 5000) => ({ owner, fingerprint, leaseMs });
+
+    test('has the methods the module calls, and every optional one it does not declare missing', async () => {
+      for (const method of ['claim', 'commit', 'release', 'renew'] as const)
+        assert.equal(typeof store[method], 'function', `the store has no ${method}()`);
+      for (const method of METHODS)
+        if (has(method))
+          assert.equal(
+            typeof store[method],
+            'function',
+            `the store has no ${method}(): implement it, or pass without: ['${method}']`,
+          );
+    });
+
+    if (has('ping'))
+      test('ping answers without touching a key', async () => {
+        assert.equal(await store.ping!(), undefined);
+      });
+
+    if (has('peek') && has('forget'))
+      test('peek reads a claim and a record with their expiry and changes nothing; forget deletes either, unfenced', async () => {
+        const k = key();
+        assert.strictEqual(await store.peek!(k), undefined);
+        assert.strictEqual(await store.forget!(k), false);
+        await store.claim(k, claim('a', 'fp-p', 4000));
+        const inFlight = await store.peek!(k);
+        same(
+          { ...inFlight, expiresAt: typeof inFlight?.expiresAt },
+          { state: 'in-flight', fingerprint: 'fp-p', expiresAt: 'number' },
+        );
+        near(inFlight!.expiresAt, Date.now() + 4000, "the claim's expiresAt");
+        same(await store.claim(k, claim('b')), { state: 'in-flight', fingerprint: 'fp-p' });
+        assert.strictEqual(await store.commit(k, 'a', sampleRecord('fp-p'), 9000), true);
+        const done = await store.peek!(k);
+        assert.strictEqual(done?.state, 'completed');
+        near(done.expiresAt, Date.now() + 9000, "the record's expiresAt");
+        if (done?.state !== 'completed') return;
+        assert.strictEqual(done.record.response.status, 402);
+        assert.strictEqual(Buffer.compare(done.record.response.body, sampleRecord('x').response.body), 0);
+        assert.strictEqual(await store.forget!(k), true);
+        assert.strictEqual(await store.peek!(k), undefined);
+        same(await store.claim(k, claim('c')), { state: 'claimed' });
+        // A claim forgotten under its running handler: that handler can no longer commit or renew.
+        assert.strictEqual(await store.forget!(k), true);
+        assert.strictEqual(await store.commit(k, 'c', sampleRecord('fp-1'), 5000), false);
+        assert.strictEqual(await store.renew(k, 'c', 5000), false);
+      });
+
+    // Only where the suite can write a raw value the way the store keeps records.
+    if (plant && has('peek') && has('forget'))
+      test('a record in a newer format is unreadable: never replayed, never taken over, forgettable', async () => {
+        const k = key();
+        await plant(store, k, Buffer.from('V9\nfp-future\n{"sealed":true}'), 5000);
+        const outcome = await store.claim(k, claim('a'));
+        assert.strictEqual(outcome.state, 'unreadable');
+        assert.match((outcome as { reason: string }).reason, /format 9/);
+        same(await store.claim(k, claim('b')), outcome);
+        const peeked = await store.peek!(k);
+        same({ ...peeked, expiresAt: typeof peeked?.expiresAt }, { ...outcome, expiresAt: 'number' });
+        assert.strictEqual(await store.forget!(k), true);
+        same(await store.claim(k, claim('c')), { state: 'claimed' });
+      });
+
+    test('claims a free key exactly once; others see it in flight with its fingerprint', async () => {
+      const k = key();
+      same(await store.claim(k, claim('a')), { state: 'claimed' });
+      same(await store.claim(k, claim('b', 'fp-2')), { state: 'in-flight', fingerprint: 'fp-1' });
+    });
+
+    test('keeps a tagged fingerprint ("<tag>:<hash>") as it is, in flight and completed', async () => {
+      const k = key();
+      const tagged = 'f1-Ab_9-xYz:47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU';
+      await store.claim(k, claim('a', tagged));
+      same(await store.claim(k, claim('b', 'fp-2')), { state: 'in-flight', fingerprint: tagged });
+      assert.strictEqual(await store.commit(k, 'a', sampleRecord(tagged), 5000), true);
+      const outcome = await store.claim(k, claim('b'));
+      assert.strictEqual(outcome.state === 'completed' && outcome.record.fingerprint, tagged);
+    });
+
+    test('concurrent claims: exactly one wins', async () => {
+      const k = key();
+      const outcomes = await Promise.all(Array.from({ length: 50 }, (_, i) => store.claim(k, claim(`o${i}`))));
+      assert.strictEqual(outcomes.filter((o) => o.state === 'claimed').length, 1);
+      assert.strictEqual(outcomes.filter((o) => o.state === 'in-flight').length, 49);
+    });
+
+    test('commit replaces the claim; a later claim returns the record byte for byte', async () => {
+      const k = key();
+      await store.claim(k, claim('a', 'fp-r'));
+      assert.strictEqual(await store.commit(k, 'a', sampleRecord('fp-r'), 5000), true);
+      const outcome = await store.claim(k, claim('b'));
+      assert.strictEqual(outcome.state, 'completed');
+      if (outcome.state !== 'completed') return;
+      assert.strictEqual(outcome.record.fingerprint, 'fp-r');
+      assert.strictEqual(outcome.record.response.status, 402);
+      same(outcome.record.response.headers, sampleRecord('x').response.headers);
+      assert.strictEqual(Buffer.compare(outcome.record.response.body, sampleRecord('x').response.body), 0);
+    });
+
+    test('keeps a 5 MB body, an empty body and many headers byte for byte', async () => {
+      const big = Buffer.alloc(5 * 1024 * 1024);
+      for (let i = 0; i < big.length; i++) big[i] = (i * 31) & 0xff;
+      const headers: Record<string, string | string[]> = {};
+      for (let i = 0; i < 200; i++) headers[`x-h${i}`] = i % 2 ? `v${i}` : [`a${i}`, `b${i}`];
+      for (const body of [big, Buffer.alloc(0)]) {
+        const k = key();
+        await store.claim(k, claim('a', 'fp-big'));
+        const record = { fingerprint: 'fp-big', response: { status: 201, headers, body } };
+        assert.strictEqual(await store.commit(k, 'a', record, 5000), true);
+        const outcome = await store.claim(k, claim('b'));
+        assert.strictEqual(outcome.state, 'completed');
+        if (outcome.state !== 'completed') return;
+        same(outcome.record.response.headers, headers);
+        assert.strictEqual(Buffer.compare(outcome.record.response.body, body), 0);
+      }
+    });
+
+    test('keys are data: SQL, Lua and JSON look-alikes are stored literally and kept apart', async () => {
+      const base = key();
+      const keys = [
+        `${base}'; DROP TABLE idempotency_records; --`,
+        `${base}" OR 1=1 --`,
+        `${base}{"$ne":null}`,
+        `${base}%`,
+        `${base}_`,
+      ];
+      for (const [i, k] of keys.entries()) {
+        same(await store.claim(k, claim(`o${i}`, `fp-${i}`)), { state: 'claimed' });
+        assert.strictEqual(await store.commit(k, `o${i}`, sampleRecord(`fp-${i}`), 5000), true);
+      }
+      for (const [i, k] of keys.entries()) {
+        const outcome = await store.claim(k, claim('z'));
+        assert.strictEqual(outcome.state === 'completed' && outcome.record.fingerprint, `fp-${i}`);
+      }
+    });
+
+    test('fencing: commit, release and renew by another owner change nothing', async () => {
+      const k = key();
+      await store.claim(k, claim('owner'));
+      assert.strictEqual(await store.commit(k, 'intruder', sampleRecord('fp-1'), 5000), false);
+      assert.strictEqual(await store.release(k, 'intruder'), false);
+      assert.strictEqual(await store.renew(k, 'intruder', 5000), false);
+      same(await store.claim(k, claim('x')), { state: 'in-flight', fingerprint: 'fp-1' });
+      // An owner whose token is a prefix of the real one is still someone else.
+      assert.strictEqual(await store.release(k, 'own'), false);
+      assert.strictEqual(await store.commit(k, 'owner', sampleRecord('fp-1'), 5000), true);
+      assert.strictEqual(await store.release(k, 'owner'), false); // a record is no claim
+      assert.strictEqual(await store.commit(k, 'owner', sampleRecord('fp-1'), 5000), false);
+      assert.strictEqual((await store.claim(k, claim('y'))).state, 'completed');
+    });
+
+    test('release frees the key for a retry', async () => {
+      const k = key();
+      await store.claim(k, claim('a'));
+      assert.strictEqual(await store.release(k, 'a'), true);
+      same(await store.claim(k, claim('b')), { state: 'claimed' });
+    });
+
+    test('an unrenewed lease expires; the late owner can no longer commit', async () => {
+      const k = key();
+      await store.claim(k, claim('slow', 'fp-1', 100));
+      await pause(160);
+      same(await store.claim(k, claim('next', 'fp-1', 5000)), { state: 'claimed' });
+      assert.strictEqual(await store.commit(k, 'slow', sampleRecord('stale'), 5000), false);
+      assert.strictEqual(await store.commit(k, 'next', sampleRecord('fresh'), 5000), true);
+      const outcome = await store.claim(k, claim('z'));
+      assert.strictEqual(outcome.state === 'completed' && outcome.record.fingerprint, 'fresh');
+    });
+
+    test('renewal keeps a claim past its first lease', async () => {
+      const k = key();
+      // A second of margin for a loaded CI machine: each renewal comes at a third of the lease.
+      await store.claim(k, claim('a', 'fp-1', 1_500));
+      for (let i = 0; i < 3; i++) {
+        await pause(500);
+        assert.strictEqual(await store.renew(k, 'a', 1_500), true);
+      }
+      assert.strictEqual((await store.claim(k, claim('b'))).state, 'in-flight');
+    });
+
+    if (has('renewAll') && has('peek'))
+      test("renewAll renews each of the caller's claims in one call and refuses the rest, answering in order", async () => {
+        const [a, b, c, d] = [key(), key(), key(), key()];
+        await store.claim(a, claim('a', 'fp-1', 1000));
+        await store.claim(b, claim('b', 'fp-1', 1000));
+        await store.claim(c, claim('c'));
+        await store.commit(c, 'c', sampleRecord('fp-1'), 5000);
+        const before = (await store.peek!(a))!.expiresAt;
+        const owned = [
+          { key: a, owner: 'a' },
+          { key: b, owner: 'intruder' },
+          { key: c, owner: 'c' },
+          { key: d, owner: 'd' },
+          { key: b, owner: 'b' },
+        ];
+        same(await store.renewAll!(owned, 60_000), [true, false, false, false, true]);
+        const after = (await store.peek!(a))!.expiresAt;
+        assert.ok(after > before + 30_000, `renewAll did not extend the lease: expiresAt ${before}, then ${after}`);
+        assert.strictEqual((await store.peek!(c))!.state, 'completed');
+        assert.strictEqual(await store.peek!(d), undefined);
+        same(await store.renewAll!([], 1000), []);
+      });
+
+    test('a record expires after its ttl', async () => {
+      const k = key();
+      await store.claim(k, claim('a'));
+      await store.commit(k, 'a', sampleRecord('fp-1'), 500);
+      assert.strictEqual((await store.claim(k, claim('b'))).state, 'completed');
+      await pause(560);
+      same(await store.claim(k, claim('c')), { state: 'claimed' });
+    });
+
+    test('closes', async () => {
+      await close?.(store);
+    });
+  });
+}
