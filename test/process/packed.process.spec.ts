@@ -238,7 +238,7 @@ describe('the packed tarball, installed in a fresh app', () => {
         ({ stderr }) => stderr,
         (err: { stderr?: string; message: string }) => `failed: ${err.stderr ?? err.message}`,
       );
-      expect(tested).toMatch(/^Tests: +1 passed, 1 total$/m);
+      expect(tested).toMatch(/^Tests: +2 passed, 2 total$/m);
       if (!redis) return;
       for (const [major, folder] of [
         ['5', 'ioredis5'],
