@@ -176,7 +176,6 @@ export const STORE_ERRORS = {
     `the key's record is in format ${format}, written by a newer release (this one reads up to ${known}); it is neither replayed nor run again until the deploy is complete`,
 } as const;
 
-/** Errors that stop the application at startup: a misconfiguration is never left for run time. */
 /**
  * A configured value as a message shows it: a string says it is one, because `ConfigService.get()`
  * hands over environment variables as strings, and "got 3600000" hid why 3600000 was refused.
@@ -185,6 +184,7 @@ function shown(got: unknown): string {
   return typeof got === 'string' ? `the string '${got.slice(0, 60)}'` : String(got);
 }
 
+/** Errors that stop the application at startup: a misconfiguration is never left for run time. */
 export const CONFIG_ERRORS = {
   notAnObject: 'options must be an object',
   notAStore: (method: string) => `cache must implement IdempotencyStore (missing ${method}())`,

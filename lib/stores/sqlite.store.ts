@@ -66,7 +66,6 @@ function lentWait(db: SqliteDatabaseLike, wait: number): <T>(work: () => T) => T
   const read = db.prepare('PRAGMA busy_timeout');
   return (work) => {
     const own = (read.get() as { timeout: number }).timeout;
-    if (own === wait) return work();
     // Through pragma() each time, not a statement prepared once: SQLite applies this pragma while
     // compiling it, so running a prepared one again changes nothing.
     db.pragma(`busy_timeout = ${wait}`);

@@ -157,6 +157,13 @@ describe('resolveModuleOptions', () => {
     expect(resolveModuleOptions({ [name]: max })[name]).toBe(max);
   });
 
+  it('says a string is a string, and shows at most 60 characters of it', () => {
+    expect(() => resolveModuleOptions({ ttlMs: '3600000' as never })).toThrow(
+      err("ttlMs must be an integer from 1 to 31536000000, got the string '3600000'"),
+    );
+    expect(() => resolveModuleOptions({ ttlMs: 'x'.repeat(100) as never })).toThrow(`got the string '${'x'.repeat(60)}'`);
+  });
+
   it('maxHoldMs defaults to 10 minutes or leaseMs when longer, and is never below leaseMs', () => {
     expect(resolveModuleOptions({}).maxHoldMs).toBe(600_000);
     expect(resolveModuleOptions({ leaseMs: 900_000 }).maxHoldMs).toBe(900_000);
