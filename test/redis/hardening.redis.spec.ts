@@ -46,10 +46,10 @@ describeRedis.each(ADAPTERS)('hardening (docs/hardening.md) on Redis, %s', (adap
     expect(retry.headers['idempotent-replayed']).toBe('true');
     expect(retry.text).toBe(first.text);
     expect(redis.runs.of('payments')).toBe(before + 1);
-    expect(warn).toHaveBeenCalledTimes(1);
-    expect(warn).toHaveBeenCalledWith(
-      'a value the idempotency layer did not write was under an idempotency key; it is replaced by a claim',
-    );
+    // Once, not once per request. Counted among the warnings of this message only: with a 300 ms lease
+    // on a machine whose cores another job has, a renewal may come late and warn of its own.
+    const foreign = 'a value the idempotency layer did not write was under an idempotency key; it is replaced by a claim';
+    expect(warn.mock.calls.filter(([message]) => message === foreign)).toHaveLength(1);
     warn.mockRestore();
   });
 });
