@@ -18,6 +18,7 @@ import {
   SqliteStore,
 } from '../../lib/index.js';
 import type { HistoryLine } from './history.js';
+import { watchStalls } from './stalls.js';
 
 // One pod of the fault-injection suite, in a process of its own: five handlers of different shapes
 // behind @Idempotent(), each run appended to a log shared by every pod of a run (one line per write,
@@ -176,23 +177,10 @@ class ChaosModule implements NestModule {
   }
 }
 
-/**
- * Logs every stretch in which this pod's event loop stood still for a third of a lease or more: on two
- * cores shared with other jobs the machine can starve a pod as surely as a SIGSTOP, and the checker
- * treats such a stall like that fault (a lease may lapse during it), not as the library's doing.
- */
-function watchStalls(leaseMs: number): void {
-  const every = 50;
-  let last = Date.now();
-  setInterval(() => {
-    const now = Date.now();
-    if (now - last - every >= leaseMs / 3) write({ t: 'stall', pod: POD, from: last, at: now });
-    last = now;
-  }, every).unref();
-}
-
 async function main(): Promise<void> {
-  watchStalls(Number(process.env.LEASE_MS || 1000));
+  // A pod the machine starved for a third of a lease: the checker treats it like a paused pod (its
+  // leases may lapse), not as the library's doing.
+  watchStalls(Number(process.env.LEASE_MS || 1000) / 3, (from, at) => write({ t: 'stall', pod: POD, from, at }));
   const app =
     process.env.ADAPTER === 'fastify'
       ? await NestFactory.create(ChaosModule, new FastifyAdapter(), { logger: ['error', 'warn'] })

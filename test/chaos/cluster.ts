@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type IdempotencyStore, PostgresStore, RedisCache, RedisCacheOptions, SqliteStore } from '../../lib/index.js';
@@ -10,6 +10,7 @@ import { track } from '../support/processes.js';
 import { RedisServer } from '../support/redis-server.js';
 import { sleep } from '../support/timing.js';
 import type { HistoryLine } from './history.js';
+import { redisLatencies, watchStalls } from './stalls.js';
 
 /** What the pods keep their idempotency state in; `postgres-tx` is the ledger sample's transactional route. */
 export type StoreKind = 'memory' | 'redis' | 'postgres' | 'sqlite' | 'postgres-tx';
@@ -123,6 +124,7 @@ export class Cluster {
   private readonly dir: string;
   private inspector: IdempotencyStore | undefined;
   private started = 0;
+  private unwatch: (() => void) | undefined;
 
   private constructor(readonly options: ClusterOptions) {
     this.dir = mkdtempSync(join(tmpdir(), `idem-chaos-${options.store}-`));
@@ -155,15 +157,23 @@ export class Cluster {
   private async startServer(): Promise<void> {
     const { store } = this.options;
     if (store === 'redis') {
-      this.redis = await RedisServer.start(['--appendonly', 'yes', '--appendfsync', 'always', '--dir', this.dir], {
-        ownServer: true,
-      });
+      const threshold = String(Math.round(this.options.leaseMs / 3));
+      this.redis = await RedisServer.start(
+        ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', this.dir, '--latency-monitor-threshold', threshold],
+        { ownServer: true },
+      );
     } else if (store === 'postgres' || store === 'postgres-tx') {
       this.postgres = await PostgresServer.start({ ownServer: true });
     }
     if (this.redis || this.postgres) {
       const port = Number(new URL(this.storeUrl).port);
       for (let i = 0; i < this.options.pods; i++) this.proxies.push(await FaultProxy.start(port));
+      // Every pod's store traffic passes through this process: when the machine starves it, every
+      // pod's path to the store stands still, which the checker must know as it knows a cut.
+      this.unwatch = watchStalls(this.options.leaseMs / 3, (from, at) => {
+        const line: HistoryLine = { t: 'stall', pod: 'proxies', from, at, store: true };
+        appendFileSync(this.log, `${JSON.stringify(line)}\n`);
+      });
     }
   }
 
@@ -206,11 +216,21 @@ export class Cluster {
     return this.slots.filter((p): p is RunningPod => p !== undefined).map((p) => ({ pod: p.name, base: p.base }));
   }
 
+  /** The pods' log, the proxies' stalls, and the stalls Redis's latency monitor recorded (since its last start). */
   history(): HistoryLine[] {
-    return readFileSync(this.log, 'utf8')
+    const lines = readFileSync(this.log, 'utf8')
       .split('\n')
       .filter(Boolean)
       .map((line) => JSON.parse(line) as HistoryLine);
+    const redis = this.redis;
+    if (!redis) return lines;
+    let latencies: { from: number; at: number }[] = [];
+    try {
+      latencies = redisLatencies(redis.cli('LATENCY', 'LATEST'), (event) => redis.cli('LATENCY', 'HISTORY', event));
+    } catch {
+      // Redis is down (a fault that stopped it left it so): it recorded nothing to read.
+    }
+    return [...lines, ...latencies.map((s): HistoryLine => ({ t: 'stall', pod: 'redis', ...s, store: true }))];
   }
 
   /** Headers of a tenant's requests: the chaos pod's tenant header, or the ledger's bearer token. */
@@ -272,6 +292,7 @@ export class Cluster {
   }
 
   async stop(): Promise<void> {
+    this.unwatch?.();
     await Promise.all(this.slots.map(async (p) => p?.kill()));
     await this.inspector?.close?.();
     await Promise.all(this.proxies.map((p) => p.close()));

@@ -44,6 +44,7 @@ describe('the history checker', () => {
       lostLeases: 0,
       notStored: 0,
       stalls: 0,
+      storeStalls: 0,
       violations: [],
     });
   });
@@ -94,6 +95,16 @@ describe('the history checker', () => {
     expect(check([...lines, starved], [answer(1000, 'a')], [], options).violations).toEqual([]);
     expect(check([...lines, { ...starved, pod: 'p1' }], [answer(1000, 'a')], [], options).violations).toHaveLength(2);
     expect(check([...lines, { ...starved, from: -3000, at: -2500 }], [answer(1000, 'a')], [], options).violations).toHaveLength(
+      2,
+    );
+    // The path to the store stood still (the proxies' process, the store server): every pod, in the same window.
+    const storeStall: HistoryLine = { t: 'stall', pod: 'proxies', from: 300, at: 800, store: true };
+    expect(check([...lines, storeStall], [answer(1000, 'a')], [], options)).toMatchObject({
+      violations: [],
+      stalls: 0,
+      storeStalls: 1,
+    });
+    expect(check([...lines, { ...storeStall, from: -3000, at: -2500 }], [answer(1000, 'a')], [], options).violations).toHaveLength(
       2,
     );
   });

@@ -22,7 +22,18 @@ export type HistoryLine =
    * The pod's event loop stood still from `from` to `at` for a third of a lease or more: the machine
    * starved it (another job on the cores). For its leases that is a pause, as a SIGSTOP would be.
    */
-  | { t: 'stall'; pod: string; from: number; at: number };
+  | {
+      t: 'stall';
+      pod: string;
+      from: number;
+      at: number;
+      /**
+       * Not one pod but the path to the store stood still: the process that carries every pod's store
+       * traffic through its proxies (the runner's own), or the store server itself (its latency
+       * monitor). Every pod's leases may lapse then, as under a store-cutting fault.
+       */
+      store?: true;
+    };
 
 /** One request as its client saw it. */
 export interface Attempt {
@@ -86,6 +97,8 @@ export interface Verdict {
   notStored: number;
   /** Stretches in which a pod's event loop stood still for a third of a lease or more (see the `stall` line). */
   stalls: number;
+  /** Stretches in which the path to the store stood still as long (the proxies' process, the store server). */
+  storeStalls: number;
   violations: string[];
 }
 
@@ -144,7 +157,7 @@ export function check(lines: HistoryLine[], attempts: Attempt[], faults: FaultWi
   const underFault = (e: { pod: string; at: number }): boolean =>
     faults.some(
       (f) => f.pods.includes(e.pod) || (f.cutsStore === true && f.startAt <= e.at && e.at <= f.healAt + options.answerWithinMs),
-    ) || stalls.some((s) => s.pod === e.pod && s.from <= e.at && e.at <= s.at + options.answerWithinMs);
+    ) || stalls.some((s) => (s.store || s.pod === e.pod) && s.from <= e.at && e.at <= s.at + options.answerWithinMs);
   for (const e of events)
     if (e.context !== undefined && e.outcome !== 'lease-lost' && e.key && e.context !== id(e.tenant!, e.key))
       violations.push(`${id(e.tenant!, e.key)}: its ${e.outcome} event reached the listener in ${e.context}'s context`);
@@ -229,7 +242,8 @@ export function check(lines: HistoryLine[], attempts: Attempt[], faults: FaultWi
     maxAfterHealMs,
     lostLeases: new Set(lapses.filter((e) => e.outcome === 'lease-lost').map((e) => `${e.pod} ${e.tenant} ${e.key}`)).size,
     notStored: lapses.length - lapses.filter((e) => e.outcome === 'lease-lost').length,
-    stalls: stalls.length,
+    stalls: stalls.filter((s) => !s.store).length,
+    storeStalls: stalls.filter((s) => s.store).length,
     violations,
   };
 }

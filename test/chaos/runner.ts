@@ -155,6 +155,7 @@ export function table(results: readonly ScenarioResult[]): string {
     'leases lost',
     'not stored',
     'pod stalls',
+    'store stalls',
     'max after heal (ms)',
     'violations',
   ];
@@ -169,6 +170,7 @@ export function table(results: readonly ScenarioResult[]): string {
     String(r.lostLeases),
     String(r.notStored),
     String(r.stalls),
+    String(r.storeStalls),
     String(r.maxAfterHealMs),
     String(r.violations.length),
   ]);
