@@ -1,6 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { Logger } from '@nestjs/common';
-import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { createRequire } from 'node:module';
 import pg from 'pg';
 import { DataSource, type MigrationInterface, type QueryRunner } from 'typeorm';
@@ -223,6 +226,24 @@ describePg('PostgresStore', () => {
     expect(await store.claim('k', claim('a'))).toEqual({ state: 'claimed' });
     expect(await store.commit('k', 'a', sampleRecord('fp'), 10_000)).toBe(true);
     expect((await store.claim('k', claim('b'))).state).toBe('completed');
+  });
+
+  it("the README's psql line, run word for word from an app's folder, applies the shipped file", async () => {
+    const url = await database();
+    const line = /^psql .+$/m.exec(readFileSync('README.md', 'utf8'))![0];
+    // An app folder whose node_modules holds the package, as npm installs it.
+    const app = mkdtempSync(join(tmpdir(), 'idem-psql-'));
+    try {
+      mkdirSync(join(app, 'node_modules'));
+      symlinkSync(resolve('.'), join(app, 'node_modules', 'nestjs-idempotency'), 'dir');
+      execFileSync('bash', ['-c', line], { cwd: app, env: { ...process.env, DATABASE_URL: url }, stdio: 'pipe' });
+    } finally {
+      rmSync(app, { recursive: true, force: true });
+    }
+    const store = new PostgresStore({ connectionString: url, createSchema: false, sweepIntervalMs: 0 });
+    stores.push(store);
+    await store.open();
+    expect(await store.claim('k', claim('a'))).toEqual({ state: 'claimed' });
   });
 
   it("the README's TypeORM migration runs the shipped file through TypeORM's migration runner, and reverts it", async () => {
