@@ -104,9 +104,9 @@ describe('the history checker', () => {
       stalls: 0,
       storeStalls: 1,
     });
-    expect(check([...lines, { ...storeStall, from: -3000, at: -2500 }], [answer(1000, 'a')], [], options).violations).toHaveLength(
-      2,
-    );
+    expect(
+      check([...lines, { ...storeStall, from: -3000, at: -2500 }], [answer(1000, 'a')], [], options).violations,
+    ).toHaveLength(2);
   });
 
   it('counts a run after one that returned as a double, and not after one that threw', () => {

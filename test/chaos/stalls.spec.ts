@@ -38,7 +38,9 @@ describe('stall sources of the fault-injection runner', () => {
 
   const withRedis = redisAvailable('stall sources (Redis latency monitor)') ? it : it.skip;
   withRedis('finds a slow command of a real redis-server in its latency monitor', async () => {
-    const redis = await RedisServer.start(['--latency-monitor-threshold', '100', '--enable-debug-command', 'yes'], { ownServer: true });
+    const redis = await RedisServer.start(['--latency-monitor-threshold', '100', '--enable-debug-command', 'yes'], {
+      ownServer: true,
+    });
     try {
       redis.cli('DEBUG', 'SLEEP', '0.3');
       const stretches = redisLatencies(redis.cli('LATENCY', 'LATEST'), (event) => redis.cli('LATENCY', 'HISTORY', event));
