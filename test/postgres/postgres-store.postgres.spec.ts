@@ -246,6 +246,37 @@ describePg('PostgresStore', () => {
     expect(await store.claim('k', claim('a'))).toEqual({ state: 'claimed' });
   });
 
+  it("the README's Knex migration (knex.raw of the shipped file in up()) runs through Knex's migrator, in its transaction", async () => {
+    const url = await database();
+    const ddl = readFileSync(
+      createRequire(import.meta.url).resolve('nestjs-idempotency/sql/postgres/001_idempotency_records.sql'),
+      'utf8',
+    );
+    const { default: knex } = await import('knex');
+    const db = knex({ client: 'pg', connection: url });
+    try {
+      const migrationSource = {
+        getMigrations: async () => ['001_idempotency_records'],
+        getMigrationName: (name: string) => name,
+        getMigration: async () => ({
+          up: (k: typeof db) => k.raw(ddl),
+          down: (k: typeof db) =>
+            k.raw(
+              'DROP FUNCTION IF EXISTS "public"."idempotency_records_claim2"(text, text, text, integer, integer); DROP TABLE IF EXISTS "public"."idempotency_records"',
+            ),
+        }),
+      };
+      const [, applied] = (await db.migrate.latest({ migrationSource })) as [number, string[]];
+      expect(applied).toEqual(['001_idempotency_records']);
+      const store = new PostgresStore({ connectionString: url, createSchema: false, sweepIntervalMs: 0 });
+      stores.push(store);
+      await store.open();
+      expect(await store.claim('k', claim('a'))).toEqual({ state: 'claimed' });
+    } finally {
+      await db.destroy();
+    }
+  });
+
   it("the README's TypeORM migration runs the shipped file through TypeORM's migration runner, and reverts it", async () => {
     const url = await database();
     // The file by the package's name, as an app resolves it (the exports map lists sql/*).
