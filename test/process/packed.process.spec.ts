@@ -1,21 +1,73 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFile, execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
+import { promisify, stripVTControlCharacters } from 'node:util';
+import { PostgresServer, postgresAvailable } from '../support/postgres-server.js';
 import { RedisServer, redisAvailable } from '../support/redis-server.js';
 
-// The package as a user gets it: `npm pack`'s tarball, unpacked into the node_modules of a fresh app
-// in a temporary folder outside this repository (so nothing resolves to lib/ or dist/ by accident).
-// The app's other dependencies (Nest, TypeScript's types) come from this repository's node_modules,
-// linked one folder up, where Node and TypeScript look after the app's own node_modules.
+// The package as a user gets it: `npm pack`'s tarball, installed by npm itself into fresh apps in a
+// temporary folder outside this repository (so nothing resolves to lib/ or dist/ by accident), beside
+// Nest, TypeORM and pg, once with ioredis 5 and once with ioredis 6 and the README's override. npm
+// installs from its cache (`npm ci` filled it), so this takes seconds. Only the tools an app develops
+// with (TypeScript's types, jest, vitest, supertest, better-sqlite3's built binary) come from this
+// repository's node_modules, linked one folder up, where Node and TypeScript look last.
 
 const ROOT = resolve('.');
 const TSC = join(ROOT, 'node_modules/typescript/bin/tsc');
+const VITEST = join(ROOT, 'node_modules/vitest/vitest.mjs');
 const execFileAsync = promisify(execFile);
 const withRedis = redisAvailable('packed tarball: the Redis recipe');
+const withPostgres = postgresAvailable('packed tarball: the store contract on PostgresStore');
+
+const LOCKED = (
+  JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, { version: string }> }
+).packages;
+/** The version this repository's tests run, so that npm finds it in its cache. */
+const locked = (name: string): string => LOCKED[`node_modules/${name}`].version;
+
+/** The README's answer to npm's ERESOLVE with ioredis 6 beside TypeORM, as JSON. */
+function readmeOverrides(): Record<string, unknown> {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  return JSON.parse(`{${/`("overrides": \{.+?\} \})`/.exec(readme)![1]}}`).overrides as Record<string, unknown>;
+}
+
+/**
+ * `npm install` of the tarball and an app's runtime dependencies into `folder`, with the ioredis
+ * major given. No install scripts: nothing here builds native code (SQLite's binding is linked).
+ */
+async function install(folder: string, tarball: string, ioredis: '5' | '6'): Promise<void> {
+  mkdirSync(folder, { recursive: true });
+  const dependencies = {
+    'nestjs-idempotency': `file:${tarball}`,
+    ...Object.fromEntries(
+      [
+        '@nestjs/common',
+        '@nestjs/core',
+        '@nestjs/platform-express',
+        '@nestjs/testing',
+        '@nestjs/typeorm',
+        'typeorm',
+        'pg',
+        'reflect-metadata',
+        'rxjs',
+      ].map((name) => [name, locked(name)]),
+    ),
+    ioredis: locked(ioredis === '5' ? 'ioredis5' : 'ioredis'),
+  };
+  const overrides = ioredis === '6' ? readmeOverrides() : {};
+  writeFileSync(
+    join(folder, 'package.json'),
+    JSON.stringify({ name: `app-ioredis${ioredis}`, private: true, dependencies, overrides }),
+  );
+  await execFileAsync('npm', ['install', '--prefer-offline', '--ignore-scripts', '--no-audit', '--no-fund', '--loglevel=error'], {
+    cwd: folder,
+    encoding: 'utf8',
+    timeout: 300_000,
+  });
+}
 
 /** The quick start of the README, plus a bootstrap that sends one request and its retry. */
 const MAIN = `import { Body, Controller, Module, Post } from '@nestjs/common';
@@ -83,6 +135,12 @@ function testingRecipe(): { script: string; jestConfig: string; spec: string } {
   return { script, jestConfig: block('js'), spec: block('ts') };
 }
 
+/** The flags of the README's vitest line for the contract suite (`vitest run <flags>`). */
+function readmeVitestFlags(): string[] {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  return /`vitest run ([^`]+)`/.exec(readme)![1].split(' ');
+}
+
 /** The README's example store (`MapStore`, "A store of your own"). */
 function readmeMapStore(): string {
   const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
@@ -91,14 +149,16 @@ function readmeMapStore(): string {
     .find((code) => code.includes('export class MapStore'))!;
 }
 
-describe('the packed tarball, installed in a fresh app', () => {
+describe('the packed tarball, installed by npm in fresh apps', () => {
   let dir: string;
   let tarball: string;
   let files: string[];
   let redis: RedisServer | undefined;
+  let postgres: PostgresServer | undefined;
 
   beforeAll(async () => {
     if (withRedis) redis = await RedisServer.start();
+    if (withPostgres) postgres = await PostgresServer.start();
     dir = mkdtempSync(join(tmpdir(), 'idem-packed-'));
     // prepack builds dist/ from scratch: what is packed is what the sources make now.
     const [packed] = JSON.parse(
@@ -110,9 +170,14 @@ describe('the packed tarball, installed in a fresh app', () => {
     tarball = join(dir, packed.filename);
     files = packed.files.map((f) => f.path);
     symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
-  }, 180_000);
+    // ioredis 5 first; ioredis 6 as a user switches: the same install, the override, npm install again.
+    await install(join(dir, 'ioredis5'), tarball, '5');
+    execFileSync('cp', ['-r', join(dir, 'ioredis5'), join(dir, 'ioredis6')]);
+    await install(join(dir, 'ioredis6'), tarball, '6');
+  }, 360_000);
   afterAll(async () => {
     await redis?.stop();
+    await postgres?.destroy();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -141,15 +206,16 @@ describe('the packed tarball, installed in a fresh app', () => {
   });
 
   it.each(Object.keys(KINDS) as (keyof typeof KINDS)[])(
-    'a %s app compiles against it and runs the quick start, the Redis recipe on ioredis 5 and 6, the README testing recipe, and the store contract under node:test',
+    'a %s app compiles against it and runs the quick start, the Redis recipe on ioredis 5 and 6, the README testing recipe, and the store contract under node:test and vitest',
     async (kind) => {
-      const app = join(dir, kind);
+      const app = join(dir, 'ioredis5', kind);
       const modules = join(app, 'node_modules');
-      const installed = join(modules, 'nestjs-idempotency');
-      mkdirSync(installed, { recursive: true });
-      execFileSync('tar', ['-xzf', tarball, '-C', installed, '--strip-components=1']);
+      const installed = join(dir, 'ioredis5', 'node_modules', 'nestjs-idempotency');
+      mkdirSync(modules, { recursive: true });
       writeFileSync(join(app, 'package.json'), JSON.stringify(KINDS[kind].packageJson));
-      // The migrations are reachable by the package's name, as the README's recipes load them.
+      // npm unpacked the tarball (a copy, not a link to this repository), and the migrations are
+      // reachable by the package's name, as the README's recipes load them.
+      expect(lstatSync(installed).isSymbolicLink()).toBe(false);
       expect(createRequire(join(app, 'main.js')).resolve('nestjs-idempotency/sql/postgres/001_idempotency_records.sql')).toBe(
         join(installed, 'sql', 'postgres', '001_idempotency_records.sql'),
       );
@@ -171,12 +237,6 @@ describe('the packed tarball, installed in a fresh app', () => {
       );
       writeFileSync(join(app, 'main.ts'), MAIN);
       writeFileSync(join(app, 'map-store.ts'), readmeMapStore());
-      /** The app's own ioredis: the package's dynamic import finds it first, as in a real install. */
-      const useIoredis = (folder: string) => {
-        rmSync(join(modules, 'ioredis'), { force: true });
-        symlinkSync(join(ROOT, 'node_modules', folder), join(modules, 'ioredis'), 'dir');
-      };
-      useIoredis('ioredis');
       let compiled = '';
       try {
         execFileSync(process.execPath, [TSC, '-p', app], { encoding: 'utf8' });
@@ -185,9 +245,9 @@ describe('the packed tarball, installed in a fresh app', () => {
       }
       expect(compiled).toBe('');
 
-      const run = async (env: Record<string, string>) => {
-        const { stdout } = await execFileAsync(process.execPath, [join(app, 'dist', 'main.js')], {
-          cwd: app,
+      const run = async (folder: string, env: Record<string, string>) => {
+        const { stdout } = await execFileAsync(process.execPath, [join(folder, 'dist', 'main.js')], {
+          cwd: folder,
           encoding: 'utf8',
           timeout: 60_000,
           env: { ...process.env, ...env },
@@ -199,34 +259,78 @@ describe('the packed tarball, installed in a fresh app', () => {
         retry: { status: 201, replayed: 'true', body: '{"id":"pay_1","amount":5}' },
         charges: 1,
       };
-      expect(await run({})).toEqual(replayed);
+      expect(await run(app, {})).toEqual(replayed);
 
-      // The shipped store contract under node:test, loaded by the package's name (import or require).
-      const contract =
+      // The shipped store contract under node:test, loaded by the package's name (import or require):
+      // InMemoryCache and the README's MapStore (compiled with the app) in both kinds; the durable
+      // stores in the ESM app, each in a file of its own, against the servers of this suite.
+      const load =
         kind === 'esm'
-          ? "import { describe, it } from 'node:test';\nimport { InMemoryCache } from 'nestjs-idempotency';\nimport { storeContract } from 'nestjs-idempotency/testing';\n"
-          : "const { describe, it } = require('node:test');\nconst { InMemoryCache } = require('nestjs-idempotency');\nconst { storeContract } = require('nestjs-idempotency/testing');\n";
-      // And the README's MapStore, compiled with the app.
-      const mapStore =
-        kind === 'esm'
-          ? "import { MapStore } from './dist/map-store.js';\n"
-          : "const { MapStore } = require('./dist/map-store.js');\n";
-      writeFileSync(
-        join(app, 'contract.test.js'),
-        `${contract}${mapStore}storeContract({ describe, it }, () => new InMemoryCache(), { name: 'InMemoryCache' });\n` +
+          ? (names: string, from: string) => `import { ${names} } from '${from}';\n`
+          : (names: string, from: string) => `const { ${names} } = require('${from}');\n`;
+      const head = load('describe, it', 'node:test') + load('storeContract', 'nestjs-idempotency/testing');
+      const contracts: Record<string, string> = {
+        'memory.test.js':
+          head +
+          load('InMemoryCache', 'nestjs-idempotency') +
+          load('MapStore', './dist/map-store.js') +
+          "storeContract({ describe, it }, () => new InMemoryCache(), { name: 'InMemoryCache' });\n" +
           "storeContract({ describe, it }, () => new MapStore(), { name: 'MapStore', without: ['ping', 'peek', 'forget', 'renewAll'] });\n",
-      );
-      const contractRun = await execFileAsync(process.execPath, ['--test', 'contract.test.js'], {
+      };
+      if (kind === 'esm') {
+        const close = 'close: (store) => store.close()';
+        contracts['sqlite.test.js'] =
+          head +
+          load('SqliteStore', 'nestjs-idempotency') +
+          `storeContract({ describe, it }, () => new SqliteStore({ filename: ${JSON.stringify(join(app, 'contract.db'))} }), { name: 'SqliteStore', ${close} });\n`;
+        if (redis)
+          contracts['redis.test.js'] =
+            head +
+            load('RedisCache, RedisCacheOptions', 'nestjs-idempotency') +
+            `storeContract({ describe, it }, () => new RedisCache(RedisCacheOptions.create().withUrl(${JSON.stringify(redis.url)})), { name: 'RedisCache', ${close} });\n`;
+        if (postgres)
+          contracts['postgres.test.js'] =
+            head +
+            load('PostgresStore', 'nestjs-idempotency') +
+            `storeContract({ describe, it }, () => new PostgresStore({ connectionString: ${JSON.stringify(await postgres.createDatabase('packed'))} }), { name: 'PostgresStore', ${close} });\n`;
+      }
+      for (const [file, text] of Object.entries(contracts)) writeFileSync(join(app, file), text);
+      const contractRun = await execFileAsync(process.execPath, ['--test', ...Object.keys(contracts)], {
         cwd: app,
         encoding: 'utf8',
-        timeout: 120_000,
+        timeout: 180_000,
       }).then(
         ({ stdout }) => stdout,
         (err: { stdout?: string; message: string }) => `failed: ${err.stdout ?? err.message}`,
       );
       expect(contractRun).toMatch(/^# fail 0$/m);
-      expect(Number(/^# pass (\d+)$/m.exec(contractRun)?.[1])).toBeGreaterThanOrEqual(25);
-      expect(contractRun).toMatch(/store contract: MapStore/);
+      const suites = ['InMemoryCache', 'MapStore', ...(kind === 'esm' ? ['SqliteStore'] : [])];
+      if (kind === 'esm' && redis) suites.push('RedisCache');
+      if (kind === 'esm' && postgres) suites.push('PostgresStore');
+      for (const name of suites) expect(contractRun).toContain(`store contract: ${name}`);
+      // A store that failed to open cancels its tests rather than failing them.
+      expect(contractRun).toMatch(/^# cancelled 0$/m);
+      expect(Number(/^# pass (\d+)$/m.exec(contractRun)?.[1])).toBeGreaterThanOrEqual(25 + 15 * (suites.length - 2));
+
+      // The same under vitest, as the README says: its describe and it, its run with a 30 s test timeout.
+      writeFileSync(
+        join(app, 'contract.vitest.test.mjs'),
+        "import { describe, it } from 'vitest';\nimport { InMemoryCache } from 'nestjs-idempotency';\n" +
+          "import { storeContract } from 'nestjs-idempotency/testing';\n" +
+          "storeContract({ describe, it }, () => new InMemoryCache(), { name: 'InMemoryCache under vitest' });\n",
+      );
+      const vitestRun = await execFileAsync(
+        process.execPath,
+        [VITEST, 'run', 'contract.vitest', ...readmeVitestFlags(), '--reporter=verbose', '--color=false'],
+        { cwd: app, encoding: 'utf8', timeout: 120_000, env: { ...process.env, CI: '1' } },
+      ).then(
+        // vitest colours its summary even when told not to if FORCE_COLOR is inherited.
+        ({ stdout }) => stripVTControlCharacters(stdout),
+        (err: { stdout?: string; message: string }) => `failed: ${stripVTControlCharacters(err.stdout ?? err.message)}`,
+      );
+      expect(vitestRun).toMatch(/store contract: InMemoryCache under vitest/);
+      expect(Number(/Tests +(\d+) passed/.exec(vitestRun)?.[1])).toBeGreaterThanOrEqual(15);
+      expect(vitestRun).not.toMatch(/failed/i);
 
       // The README's testing recipe, word for word: its jest config, its script, its spec file.
       const recipe = testingRecipe();
@@ -239,20 +343,27 @@ describe('the packed tarball, installed in a fresh app', () => {
         (err: { stderr?: string; message: string }) => `failed: ${err.stderr ?? err.message}`,
       );
       expect(tested).toMatch(/^Tests: +2 passed, 2 total$/m);
+
+      // The Redis recipe on the install's own ioredis (the package's dynamic import finds it), with the
+      // store's client (withUrl) and the app's (withClient): ioredis 5, then the same app under ioredis 6.
       if (!redis) return;
-      for (const [major, folder] of [
-        ['5', 'ioredis5'],
-        ['6', 'ioredis'],
-      ]) {
-        useIoredis(folder);
-        expect(JSON.parse(readFileSync(join(modules, 'ioredis', 'package.json'), 'utf8')).version).toMatch(
-          new RegExp(`^${major}\\.`),
-        );
+      for (const major of ['5', '6']) {
+        const folder = join(dir, `ioredis${major}`, kind);
+        if (folder !== app) {
+          mkdirSync(folder, { recursive: true });
+          writeFileSync(join(folder, 'package.json'), JSON.stringify(KINDS[kind].packageJson));
+          execFileSync('cp', ['-r', join(app, 'dist'), folder]);
+        }
+        expect(
+          JSON.parse(readFileSync(join(dir, `ioredis${major}`, 'node_modules', 'ioredis', 'package.json'), 'utf8')).version,
+        ).toMatch(new RegExp(`^${major}\\.`));
         for (const client of ['store', 'app']) {
-          expect(await run({ REDIS_URL: redis.url, REDIS_CLIENT: client, KEY: `${kind}-${major}-${client}` })).toEqual(replayed);
+          expect(await run(folder, { REDIS_URL: redis.url, REDIS_CLIENT: client, KEY: `${kind}-${major}-${client}` })).toEqual(
+            replayed,
+          );
         }
       }
     },
-    120_000,
+    240_000,
   );
 });
