@@ -27,6 +27,8 @@ export const IDEMPOTENCY_CORS_HEADERS: Readonly<{ allowed: readonly string[]; ex
 
 /** Sent with 409 and 503: both clear up by themselves, so the client should retry after a pause. */
 export const RETRY_AFTER: Readonly<Record<string, string>> = { 'retry-after': '1' };
+/** The extra headers of an answer that needs none. */
+export const NO_HEADERS: Readonly<Record<string, string>> = {};
 
 export const DEFAULT_TTL_MS = 86_400_000;
 export const DEFAULT_LEASE_MS = 60_000;

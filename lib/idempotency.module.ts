@@ -13,6 +13,7 @@ import { ResponseSealer } from './encryption/response.sealer.js';
 import { IdempotencyAdmin } from './idempotency.admin.js';
 import { IdempotencyHealthIndicator } from './health/idempotency.health-indicator.js';
 import { IdempotencyObserver } from './events/idempotency.observer.js';
+import { OutcomeReporter } from './events/outcome.reporter.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
 import { IdempotencyExplorer } from './idempotency.explorer.js';
 import { IdempotencyExceptionFilter } from './idempotency.filter.js';
@@ -20,6 +21,8 @@ import { IdempotencyInterceptor } from './idempotency.interceptor.js';
 import { CONFIG_ERRORS } from './idempotency.messages.js';
 import { IdempotencyService } from './idempotency.service.js';
 import { IdentityResolverLoader } from './identity-resolver.loader.js';
+import { RecordBuilder } from './record.builder.js';
+import { RequestFingerprinter } from './request.fingerprinter.js';
 import type {
   IdempotencyModuleAsyncOptions,
   IdempotencyModuleOptions,
@@ -74,9 +77,12 @@ const PROVIDERS = [
   IdempotencyAdmin,
   IdempotencyHealthIndicator,
   IdempotencyObserver,
+  OutcomeReporter,
   IdempotencyService,
   RouteOptionsAccessor,
   IdentityResolverLoader,
+  RequestFingerprinter,
+  RecordBuilder,
   LeaseRenewer,
   TransactionRunner,
   IdempotencyExplorer,

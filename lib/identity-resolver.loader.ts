@@ -1,12 +1,17 @@
-import { Injectable, Scope, type Type } from '@nestjs/common';
+import { type ExecutionContext, Inject, Injectable, Logger, Scope, type Type } from '@nestjs/common';
 import { ContextIdFactory, ModuleRef } from '@nestjs/core';
-import { CONFIG_ERRORS } from './idempotency.messages.js';
+import { IdempotencyException } from './exceptions/idempotency.exception.js';
+import { type HttpRequestLike, requestHost } from './http/request.reader.js';
+import { IDEMPOTENCY_MODULE_OPTIONS, NO_HEADERS } from './idempotency.constants.js';
+import { CONFIG_ERRORS, LOGS, MESSAGES } from './idempotency.messages.js';
 import { instanceFromContainer } from './utils/container.util.js';
+import { escapeScope, keyViolation, UNSCOPED } from './utils/key.util.js';
 import type {
   IdempotencyIdentity,
   IdempotencyIdentityResolver,
   IdentityFunction,
 } from './interfaces/identity-resolver.interface.js';
+import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
 
 type ResolverClass = Type<IdempotencyIdentityResolver>;
 
@@ -14,18 +19,48 @@ function isResolverClass(identity: IdempotencyIdentity): identity is ResolverCla
   return typeof (identity.prototype as Partial<IdempotencyIdentityResolver> | undefined)?.resolve === 'function';
 }
 
+/** A host-routed controller's host before the scope: escaped, it holds no ':', so hosts never share a key. */
+const hostScoped = (request: HttpRequestLike, scope: string): string => `${escapeScope(requestHost(request))}@${scope}`;
+
 /**
- * Turns an `identity` option into a function: a function as it is, a resolver class as its
- * instance from the application's container (or built with the container's dependencies when no
- * module provides it). Each class is instantiated once; a REQUEST-scoped provider (or one that
- * depends on one) is resolved for each request, in that request's DI context, so it sees what the
- * request's own providers see.
+ * Whose key a request's is: the scope part of its store key, from the route's `identity` (and its
+ * host on a host-routed controller).
+ *
+ * An `identity` option becomes a function: a function as it is, a resolver class as its instance
+ * from the application's container (or built with the container's dependencies when no module
+ * provides it). Each class is instantiated once; a REQUEST-scoped provider (or one that depends on
+ * one) is resolved for each request, in that request's DI context, so it sees what the request's own
+ * providers see.
  */
 @Injectable()
 export class IdentityResolverLoader {
+  private readonly logger = new Logger('Idempotency');
   private readonly resolvers = new Map<IdempotencyIdentity, Promise<IdentityFunction>>();
 
-  constructor(private readonly moduleRef: ModuleRef) {}
+  constructor(
+    private readonly moduleRef: ModuleRef,
+    @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: Pick<ResolvedIdempotencyOptions, 'maxScopeLength'>,
+  ) {}
+
+  /** The request's scope, escaped for the store key; synchronous for a route without `identity`. */
+  scopeOf(request: HttpRequestLike, context: ExecutionContext, route: ResolvedRouteOptions): string | Promise<string> {
+    if (!route.identity) return route.hostScoped ? hostScoped(request, UNSCOPED) : UNSCOPED;
+    const scope = this.resolve(request, context, route);
+    return route.hostScoped ? scope.then((resolved) => hostScoped(request, resolved)) : scope;
+  }
+
+  private async resolve(request: HttpRequestLike, context: ExecutionContext, route: ResolvedRouteOptions): Promise<string> {
+    const raw = await (await this.load(route.identity!))(request, context);
+    if (typeof raw !== 'string' || raw === '') {
+      // The server's fault, not the client's: an empty scope would merge every caller into one.
+      this.logger.error(LOGS.noScope(route.id, raw));
+      throw new IdempotencyException(500, MESSAGES.noScope, NO_HEADERS, 'scope-unresolved');
+    }
+    const scope = escapeScope(raw);
+    const problem = keyViolation(MESSAGES.scope, raw, scope.length, this.options.maxScopeLength);
+    if (problem) throw new IdempotencyException(400, problem, NO_HEADERS, 'scope-invalid');
+    return scope;
+  }
 
   /**
    * Instantiates a resolver class ahead of the first request, so a missing dependency fails at

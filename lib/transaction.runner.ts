@@ -1,4 +1,4 @@
-import { type CallHandler, Injectable, Logger } from '@nestjs/common';
+import { type CallHandler, Inject, Injectable, Logger } from '@nestjs/common';
 import { Observable } from 'rxjs';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
 import { currentHeaders, isFastifyReply, rawResponse } from './http/response.adapter.js';
@@ -6,12 +6,16 @@ import { identityOf } from './http/identity-body.js';
 import { recordResponse } from './http/response.recorder.js';
 import { renderValue } from './http/value.renderer.js';
 import { answer, errorResponse, isStream } from './idempotency.answers.js';
-import { RETRY_AFTER } from './idempotency.constants.js';
+import { IdempotencyObserver } from './events/idempotency.observer.js';
+import { OutcomeReporter } from './events/outcome.reporter.js';
+import { IDEMPOTENCY_MODULE_OPTIONS, NO_HEADERS, RETRY_AFTER } from './idempotency.constants.js';
 import { LOGS, MESSAGES, STORE_ERRORS } from './idempotency.messages.js';
 import { IdempotencyService } from './idempotency.service.js';
 import type { ActiveClaim } from './interfaces/active-claim.interface.js';
 import type { SqlExecutor } from './interfaces/idempotency-transactions.interface.js';
+import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
 import type { StoredResponse } from './interfaces/stored-response.interface.js';
+import { RecordBuilder } from './record.builder.js';
 
 /** The lease ran out (the fenced completion matched no row, or its deadline passed): the key may be another request's. */
 class LeaseLost extends Error {}
@@ -30,8 +34,6 @@ function sqlState(err: unknown): string {
   const code = e?.code ?? e?.driverError?.code;
   return typeof code === 'string' ? code : '';
 }
-
-const NO_HEADERS: Readonly<Record<string, string>> = {};
 
 const unavailable = (): IdempotencyException =>
   new IdempotencyException(503, MESSAGES.unavailable, RETRY_AFTER, 'store-unavailable');
@@ -64,11 +66,17 @@ function beforeLeaseEnds(response: Promise<StoredResponse>, claim: ActiveClaim):
 export class TransactionRunner {
   private readonly logger = new Logger('Idempotency');
 
-  constructor(private readonly service: IdempotencyService) {}
+  constructor(
+    private readonly service: IdempotencyService,
+    @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+    private readonly observer: IdempotencyObserver,
+    private readonly reporter: OutcomeReporter,
+    private readonly records: RecordBuilder,
+  ) {}
 
   run(claim: ActiveClaim, response: object, next: CallHandler): Observable<unknown> {
-    const { transactions, store } = this.service.options;
-    const { observer } = this.service;
+    const { transactions, store } = this.options;
+    const { observer } = this;
     const raw = rawResponse(response);
     const adapter = isFastifyReply(response) ? 'fastify' : 'express';
     const before = currentHeaders(response);
@@ -154,7 +162,7 @@ export class TransactionRunner {
         else subscriber.complete();
         const record = await beforeLeaseEnds(final, claim);
         const startedAt = observer.now();
-        const done = await store.completeIn!(sql, claim.cacheKey, claim.owner, this.service.recordOf(claim, record), claim.ttlMs);
+        const done = await store.completeIn!(sql, claim.cacheKey, claim.owner, this.records.record(claim, record), claim.ttlMs);
         claim.storeMs += observer.stored('commit', startedAt);
         if (!done) throw new LeaseLost();
         completed = true;
@@ -164,7 +172,7 @@ export class TransactionRunner {
       const outcome: Promise<StoredResponse | undefined> = transactions!
         .run(work)
         .then(
-          () => void this.service.outcome(claim, 'executed', committed),
+          () => void this.reporter.settled(claim, 'executed', committed),
           (err: unknown) => this.failed(claim, err, { started, completed, handlerError }),
         )
         .then((instead) => {
@@ -172,7 +180,7 @@ export class TransactionRunner {
             // The handler's own statement lost a serialization conflict or a deadlock: retryable.
             recording.abandon();
             const answered = new IdempotencyException(503, MESSAGES.notCommitted, RETRY_AFTER, 'not-committed');
-            answer(response, answered, this.service.options);
+            answer(response, answered, this.options);
             subscriber.error(answered);
           } else if (handlerError) {
             recording.abandon();
@@ -181,7 +189,7 @@ export class TransactionRunner {
             detached = true; // no handler ran: nothing to wait for once the error is out
             recording.abandon();
             const answered = unavailable();
-            answer(response, answered, this.service.options);
+            answer(response, answered, this.options);
             subscriber.error(answered);
           }
           return instead;
@@ -220,29 +228,29 @@ export class TransactionRunner {
       this.logger.warn(LOGS.transactionLost(claim.route));
       const timedOut = new IdempotencyException(
         409,
-        MESSAGES.transactionTimedOut(this.service.options.headerName),
+        MESSAGES.transactionTimedOut(this.options.headerName),
         RETRY_AFTER,
         'transaction-timed-out',
       );
-      this.service.outcome(claim, 'not-stored', timedOut);
-      return errorResponse(timedOut, this.service.options);
+      this.reporter.settled(claim, 'not-stored', timedOut);
+      return errorResponse(timedOut, this.options);
     }
     if (!state.completed && sqlState(err) === ABORTED) {
       // Deterministic: every attempt would abort the same way. Not retryable, and the key is freed.
       this.logger.error(LOGS.transactionAborted(claim.route, reason(err)));
       const aborted = new IdempotencyException(500, MESSAGES.transactionAborted, NO_HEADERS, 'transaction-aborted');
       await this.service.release(claim, 'released', aborted);
-      return errorResponse(aborted, this.service.options);
+      return errorResponse(aborted, this.options);
     }
     const notCommitted = new IdempotencyException(503, MESSAGES.notCommitted, RETRY_AFTER, 'not-committed');
     if (state.completed && !ROLLED_BACK.has(sqlState(err))) {
       // COMMIT was sent and may have landed: releasing could let a retry run the handler twice.
       this.logger.error(LOGS.commitUnknown(claim.route, reason(err)));
-      this.service.outcome(claim, 'not-stored', notCommitted);
+      this.reporter.settled(claim, 'not-stored', notCommitted);
     } else {
       this.logger.error(LOGS.transactionRolledBack(claim.route, reason(err)));
       await this.service.release(claim, 'released', notCommitted);
     }
-    return errorResponse(notCommitted, this.service.options);
+    return errorResponse(notCommitted, this.options);
   }
 }

@@ -14,6 +14,12 @@ export interface HttpRequestLike {
   hostname?: string;
 }
 
+/** A header as one string: a repeated one joined as Node joins them, `undefined` when it was not sent. */
+export function sentHeader(request: HttpRequestLike, name: string): string | undefined {
+  const header = request.headers[name];
+  return typeof header === 'string' ? header : header?.join(', ');
+}
+
 /**
  * The host a host-routed controller matched the request by, lower case and without a port: what
  * keeps one tenant's keys apart from another's on `@Controller({ host: ':tenant.example.com' })`.

@@ -3,9 +3,12 @@ import type { ModuleRef } from '@nestjs/core';
 import { type IdempotencyModuleOptions, IdempotencyInterceptor, IdempotencyService, InMemoryCache } from '../../lib/index.js';
 import { ResponseSealer } from '../../lib/encryption/response.sealer.js';
 import { IdempotencyObserver } from '../../lib/events/idempotency.observer.js';
+import { OutcomeReporter } from '../../lib/events/outcome.reporter.js';
 import { IdentityResolverLoader } from '../../lib/identity-resolver.loader.js';
 import { LeaseRenewer } from '../../lib/lease.renewer.js';
 import { resolveModuleOptions } from '../../lib/options/module-options.resolver.js';
+import { RecordBuilder } from '../../lib/record.builder.js';
+import { RequestFingerprinter } from '../../lib/request.fingerprinter.js';
 import { RouteOptionsAccessor } from '../../lib/route-options.accessor.js';
 import { TransactionRunner } from '../../lib/transaction.runner.js';
 import { ScriptedStore } from './scripted-store.js';
@@ -20,14 +23,16 @@ const renewers = new Set<LeaseRenewer>();
 export function createProtocol(options: IdempotencyModuleOptions = {}, moduleRef: Partial<ModuleRef> = {}) {
   const store = new ScriptedStore();
   const resolved = resolveModuleOptions({ cache: store, ...options }, () => new InMemoryCache());
-  const identities = new IdentityResolverLoader(moduleRef as ModuleRef);
+  const identities = new IdentityResolverLoader(moduleRef as ModuleRef, resolved);
   // Not initialised: nothing observes outcomes until a test awaits observer.onModuleInit().
   const observer = new IdempotencyObserver(resolved, moduleRef as ModuleRef);
-  const service = new IdempotencyService(resolved, identities, observer, new ResponseSealer(resolved));
+  const reporter = new OutcomeReporter(observer);
+  const records = new RecordBuilder(resolved, new ResponseSealer(resolved));
+  const service = new IdempotencyService(resolved, identities, observer, records, new RequestFingerprinter(), reporter);
   const routes = new RouteOptionsAccessor(resolved);
   const leases = new LeaseRenewer(resolved, observer);
   renewers.add(leases);
-  const transactions = new TransactionRunner(service);
+  const transactions = new TransactionRunner(service, resolved, observer, reporter, records);
   const interceptor = new IdempotencyInterceptor(service, routes, leases, transactions);
   return { store, options: resolved, identities, observer, service, routes, leases, interceptor };
 }

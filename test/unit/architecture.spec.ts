@@ -24,7 +24,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   ],
   encryption: ['interfaces', 'stores', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   health: ['interfaces', 'idempotency.constants.ts', 'idempotency.messages.ts'],
-  events: ['events', 'interfaces', 'utils', 'idempotency.constants.ts', 'idempotency.messages.ts'],
+  events: ['events', 'interfaces', 'exceptions', 'utils', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   decorators: ['idempotency.constants.ts', 'interfaces', 'http', 'idempotency.interceptor.ts', 'idempotency.filter.ts'],
   // The second public entry (nestjs-idempotency/testing): only the public types, never the module.
   testing: ['testing', 'interfaces'],

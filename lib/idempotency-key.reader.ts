@@ -1,0 +1,28 @@
+import { IdempotencyException } from './exceptions/idempotency.exception.js';
+import { NO_HEADERS } from './idempotency.constants.js';
+import { MESSAGES } from './idempotency.messages.js';
+import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
+import { decodeKey, keyViolation } from './utils/key.util.js';
+
+/**
+ * The key a request sent, as the client meant it (a Structured Field String unquoted), or
+ * `undefined` when none or a blank one was sent: the route decides whether that is an error. A key
+ * the rules refuse is a 400 (`key-invalid`).
+ */
+export function readKey(
+  sent: string | undefined,
+  { headerName, maxKeyLength }: Pick<ResolvedIdempotencyOptions, 'headerName' | 'maxKeyLength'>,
+): string | undefined {
+  if (sent === undefined) return undefined;
+  // Length first, so a megabyte header is refused unread. Quoted, a key of the longest length may
+  // be two quotes and a backslash per character longer.
+  if (sent.length > (sent.startsWith('"') ? 2 * maxKeyLength + 2 : maxKeyLength)) {
+    throw new IdempotencyException(400, MESSAGES.tooLong(headerName, maxKeyLength), NO_HEADERS, 'key-invalid');
+  }
+  const key = decodeKey(sent);
+  if (key === undefined) throw new IdempotencyException(400, MESSAGES.malformed(headerName), NO_HEADERS, 'key-invalid');
+  if (key.trim() === '') return undefined;
+  const problem = keyViolation(headerName, key, key.length, maxKeyLength);
+  if (problem) throw new IdempotencyException(400, problem, NO_HEADERS, 'key-invalid');
+  return key;
+}

@@ -1,0 +1,59 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { ResponseSealer, UnsealableRecord } from './encryption/response.sealer.js';
+import { IdempotencyException } from './exceptions/idempotency.exception.js';
+import { errorResponse } from './idempotency.answers.js';
+import { IDEMPOTENCY_MODULE_OPTIONS, NO_HEADERS, RETRY_AFTER } from './idempotency.constants.js';
+import { LOGS, MESSAGES } from './idempotency.messages.js';
+import type { ActiveClaim } from './interfaces/active-claim.interface.js';
+import type { IdempotencyRecord } from './interfaces/idempotency-store.interface.js';
+import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
+import type { StoredResponse } from './interfaces/stored-response.interface.js';
+
+/** Turns a response into the record a commit stores, and a stored record back into the response a replay sends. */
+@Injectable()
+export class RecordBuilder {
+  private readonly logger = new Logger('Idempotency');
+
+  constructor(
+    @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+    private readonly sealer: ResponseSealer,
+  ) {}
+
+  /**
+   * What is stored for the claim's response: sealed when `encryption` is on. A body over
+   * `maxResponseBytes` is not kept: the record holds the response's status and a short JSON body
+   * saying so (`response-too-large`), which retries get for the ttl; the handler never runs again.
+   */
+  record(claim: ActiveClaim, response: StoredResponse): IdempotencyRecord {
+    const kept = response.body.length > this.options.maxResponseBytes ? this.tooLarge(claim, response) : response;
+    return this.sealer.record(claim.cacheKey, claim.fingerprint, kept);
+  }
+
+  /** The response of a record to replay: opened when sealed; one that cannot be opened is unreadable. */
+  response(storeKey: string, record: IdempotencyRecord, route: ResolvedRouteOptions): StoredResponse {
+    try {
+      return this.sealer.response(storeKey, record);
+    } catch (err) {
+      if (err instanceof UnsealableRecord) throw this.unreadable(route, err.message);
+      throw err;
+    }
+  }
+
+  /** A record that may stand for a charge but cannot be read: neither replayed nor run again; the deploy or an operator ends it. */
+  unreadable(route: ResolvedRouteOptions, reason: string): IdempotencyException {
+    this.logger.error(LOGS.unreadable(route.id, reason));
+    return new IdempotencyException(503, MESSAGES.unreadable, RETRY_AFTER, 'record-unreadable');
+  }
+
+  private tooLarge(claim: ActiveClaim, response: StoredResponse): StoredResponse {
+    const { maxResponseBytes } = this.options;
+    this.logger.warn(LOGS.tooLargeToStore(claim.route, response.body.length, maxResponseBytes));
+    const note = new IdempotencyException(
+      response.status,
+      MESSAGES.tooLargeToReplay(maxResponseBytes),
+      NO_HEADERS,
+      'response-too-large',
+    );
+    return errorResponse(note, this.options);
+  }
+}
