@@ -1,5 +1,4 @@
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
-import { NO_HEADERS } from './idempotency.constants.js';
 import { MESSAGES } from './idempotency.messages.js';
 import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
 import { decodeKey, keyViolation } from './utils/key.util.js';
@@ -17,12 +16,12 @@ export function readKey(
   // Length first, so a megabyte header is refused unread. Quoted, a key of the longest length may
   // be two quotes and a backslash per character longer.
   if (sent.length > (sent.startsWith('"') ? 2 * maxKeyLength + 2 : maxKeyLength)) {
-    throw new IdempotencyException(400, MESSAGES.tooLong(headerName, maxKeyLength), NO_HEADERS, 'key-invalid');
+    throw IdempotencyException.of('key-invalid', MESSAGES.tooLong(headerName, maxKeyLength));
   }
   const key = decodeKey(sent);
-  if (key === undefined) throw new IdempotencyException(400, MESSAGES.malformed(headerName), NO_HEADERS, 'key-invalid');
+  if (key === undefined) throw IdempotencyException.of('key-invalid', MESSAGES.malformed(headerName));
   if (key.trim() === '') return undefined;
   const problem = keyViolation(headerName, key, key.length, maxKeyLength);
-  if (problem) throw new IdempotencyException(400, problem, NO_HEADERS, 'key-invalid');
+  if (problem) throw IdempotencyException.of('key-invalid', problem);
   return key;
 }

@@ -1,6 +1,6 @@
 import { type ExecutionContext, Inject, Injectable, Logger } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
-import { IDEMPOTENCY_MODULE_OPTIONS, NO_HEADERS, RETRY_AFTER } from './idempotency.constants.js';
+import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
 import { LOGS, MESSAGES } from './idempotency.messages.js';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
 import { IdempotentReplay } from './exceptions/idempotent-replay.exception.js';
@@ -82,9 +82,9 @@ export class IdempotencyService {
     const key = readKey(sentHeader(request, headerName), this.options);
     if (key === undefined) {
       if (route.missingHeader === 'pass-through') return undefined;
-      throw new IdempotencyException(400, MESSAGES.missing(headerName), NO_HEADERS, 'key-missing');
+      throw IdempotencyException.of('key-missing', MESSAGES.missing(headerName));
     }
-    if (hasUnreadBody(request)) throw new IdempotencyException(415, MESSAGES.unreadBody, NO_HEADERS, 'body-unread');
+    if (hasUnreadBody(request)) throw IdempotencyException.of('body-unread', MESSAGES.unreadBody);
 
     seen.key = key;
     const scoped = this.identities.scopeOf(request, context, route);
@@ -115,7 +115,7 @@ export class IdempotencyService {
       // Fail closed: without the store there is no telling whether this key already ran.
       this.logger.error(LOGS.claimFailed(route.id, (err as Error).message));
       this.abandon(claim);
-      throw new IdempotencyException(503, MESSAGES.unavailable, RETRY_AFTER, 'store-unavailable');
+      throw IdempotencyException.of('store-unavailable', MESSAGES.unavailable);
     }
     claim.storeMs = seen.storeMs = this.observer.stored('claim', startedAt);
     switch (outcome.state) {
@@ -125,14 +125,14 @@ export class IdempotencyService {
         return claim;
       case 'in-flight':
         if (!this.fingerprints.matches(outcome.fingerprint, fingerprint, request, route))
-          throw new IdempotencyException(422, MESSAGES.reused(headerName), NO_HEADERS, 'key-reused');
-        throw new IdempotencyException(409, MESSAGES.inFlight(headerName), RETRY_AFTER, 'key-in-flight');
+          throw IdempotencyException.of('key-reused', MESSAGES.reused(headerName));
+        throw IdempotencyException.of('key-in-flight', MESSAGES.inFlight(headerName));
       case 'completed':
         if (!this.fingerprints.matches(outcome.record.fingerprint, fingerprint, request, route)) {
           // A sealed record's fingerprint is authenticated with it: one altered in the store is
           // unreadable (503), not a reused key (422).
           if (outcome.record.sealed) this.records.response(claim.cacheKey, outcome.record, route);
-          throw new IdempotencyException(422, MESSAGES.reused(headerName), NO_HEADERS, 'key-reused');
+          throw IdempotencyException.of('key-reused', MESSAGES.reused(headerName));
         }
         throw new IdempotentReplay(this.records.response(claim.cacheKey, outcome.record, route));
       case 'unreadable':
@@ -142,7 +142,7 @@ export class IdempotencyService {
 
   /** The answer to a request with a key while the application shuts down: its client retries elsewhere. */
   shuttingDown(): IdempotencyException {
-    return new IdempotencyException(503, MESSAGES.shuttingDown, RETRY_AFTER, 'shutting-down');
+    return IdempotencyException.of('shutting-down', MESSAGES.shuttingDown);
   }
 
   /**

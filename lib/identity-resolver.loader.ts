@@ -2,7 +2,7 @@ import { type ExecutionContext, Inject, Injectable, Logger, Scope, type Type } f
 import { ContextIdFactory, ModuleRef } from '@nestjs/core';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
 import { type HttpRequestLike, requestHost } from './http/request.reader.js';
-import { IDEMPOTENCY_MODULE_OPTIONS, NO_HEADERS } from './idempotency.constants.js';
+import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
 import { CONFIG_ERRORS, LOGS, MESSAGES } from './idempotency.messages.js';
 import { instanceFromContainer } from './utils/container.util.js';
 import { escapeScope, keyViolation, UNSCOPED } from './utils/key.util.js';
@@ -54,11 +54,11 @@ export class IdentityResolverLoader {
     if (typeof raw !== 'string' || raw === '') {
       // The server's fault, not the client's: an empty scope would merge every caller into one.
       this.logger.error(LOGS.noScope(route.id, raw));
-      throw new IdempotencyException(500, MESSAGES.noScope, NO_HEADERS, 'scope-unresolved');
+      throw IdempotencyException.of('scope-unresolved', MESSAGES.noScope);
     }
     const scope = escapeScope(raw);
     const problem = keyViolation(MESSAGES.scope, raw, scope.length, this.options.maxScopeLength);
-    if (problem) throw new IdempotencyException(400, problem, NO_HEADERS, 'scope-invalid');
+    if (problem) throw IdempotencyException.of('scope-invalid', problem);
     return scope;
   }
 

@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { ResponseSealer, UnsealableRecord } from './encryption/response.sealer.js';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
 import { errorResponse } from './idempotency.answers.js';
-import { IDEMPOTENCY_MODULE_OPTIONS, NO_HEADERS, RETRY_AFTER } from './idempotency.constants.js';
+import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
 import { LOGS, MESSAGES } from './idempotency.messages.js';
 import type { ActiveClaim } from './interfaces/active-claim.interface.js';
 import type { IdempotencyRecord } from './interfaces/idempotency-store.interface.js';
@@ -42,18 +42,13 @@ export class RecordBuilder {
   /** A record that may stand for a charge but cannot be read: neither replayed nor run again; the deploy or an operator ends it. */
   unreadable(route: ResolvedRouteOptions, reason: string): IdempotencyException {
     this.logger.error(LOGS.unreadable(route.id, reason));
-    return new IdempotencyException(503, MESSAGES.unreadable, RETRY_AFTER, 'record-unreadable');
+    return IdempotencyException.of('record-unreadable', MESSAGES.unreadable);
   }
 
   private tooLarge(claim: ActiveClaim, response: StoredResponse): StoredResponse {
     const { maxResponseBytes } = this.options;
     this.logger.warn(LOGS.tooLargeToStore(claim.route, response.body.length, maxResponseBytes));
-    const note = new IdempotencyException(
-      response.status,
-      MESSAGES.tooLargeToReplay(maxResponseBytes),
-      NO_HEADERS,
-      'response-too-large',
-    );
+    const note = IdempotencyException.of('response-too-large', MESSAGES.tooLargeToReplay(maxResponseBytes), response.status);
     return errorResponse(note, this.options);
   }
 }

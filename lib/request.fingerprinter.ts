@@ -1,7 +1,6 @@
 import { type ExecutionContext, Injectable, Logger } from '@nestjs/common';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
 import { type HttpRequestLike, requestTarget } from './http/request.reader.js';
-import { NO_HEADERS } from './idempotency.constants.js';
 import { LOGS, MESSAGES } from './idempotency.messages.js';
 import type { ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
 import { CANONICAL_TAG, RAW_TAG, tagged, tagOf } from './utils/fingerprint-tag.util.js';
@@ -13,7 +12,7 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
 
 /** A body nested too deep to fingerprint is the client's 400; any other failure is the application's. */
 function tooDeep(err: unknown): never {
-  if (err instanceof BodyTooDeepError) throw new IdempotencyException(400, MESSAGES.tooDeep, NO_HEADERS, 'body-too-deep');
+  if (err instanceof BodyTooDeepError) throw IdempotencyException.of('body-too-deep', MESSAGES.tooDeep);
   throw err;
 }
 

@@ -8,7 +8,7 @@ import { renderValue } from './http/value.renderer.js';
 import { answer, errorResponse, isStream } from './idempotency.answers.js';
 import { IdempotencyObserver } from './events/idempotency.observer.js';
 import { OutcomeReporter } from './events/outcome.reporter.js';
-import { IDEMPOTENCY_MODULE_OPTIONS, NO_HEADERS, RETRY_AFTER } from './idempotency.constants.js';
+import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
 import { LOGS, MESSAGES, STORE_ERRORS } from './idempotency.messages.js';
 import { IdempotencyService } from './idempotency.service.js';
 import type { ActiveClaim } from './interfaces/active-claim.interface.js';
@@ -35,8 +35,7 @@ function sqlState(err: unknown): string {
   return typeof code === 'string' ? code : '';
 }
 
-const unavailable = (): IdempotencyException =>
-  new IdempotencyException(503, MESSAGES.unavailable, RETRY_AFTER, 'store-unavailable');
+const unavailable = (): IdempotencyException => IdempotencyException.of('store-unavailable', MESSAGES.unavailable);
 
 const reason = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
@@ -179,7 +178,7 @@ export class TransactionRunner {
           if (handlerError && ROLLED_BACK.has(sqlState(handlerError.error))) {
             // The handler's own statement lost a serialization conflict or a deadlock: retryable.
             recording.abandon();
-            const answered = new IdempotencyException(503, MESSAGES.notCommitted, RETRY_AFTER, 'not-committed');
+            const answered = IdempotencyException.of('not-committed', MESSAGES.notCommitted);
             answer(response, answered, this.options);
             subscriber.error(answered);
           } else if (handlerError) {
@@ -226,23 +225,18 @@ export class TransactionRunner {
     if (err instanceof LeaseLost) {
       // Not ours any more: the request that took the key over answers retries.
       this.logger.warn(LOGS.transactionLost(claim.route));
-      const timedOut = new IdempotencyException(
-        409,
-        MESSAGES.transactionTimedOut(this.options.headerName),
-        RETRY_AFTER,
-        'transaction-timed-out',
-      );
+      const timedOut = IdempotencyException.of('transaction-timed-out', MESSAGES.transactionTimedOut(this.options.headerName));
       this.reporter.settled(claim, 'not-stored', timedOut);
       return errorResponse(timedOut, this.options);
     }
     if (!state.completed && sqlState(err) === ABORTED) {
       // Deterministic: every attempt would abort the same way. Not retryable, and the key is freed.
       this.logger.error(LOGS.transactionAborted(claim.route, reason(err)));
-      const aborted = new IdempotencyException(500, MESSAGES.transactionAborted, NO_HEADERS, 'transaction-aborted');
+      const aborted = IdempotencyException.of('transaction-aborted', MESSAGES.transactionAborted);
       await this.service.release(claim, 'released', aborted);
       return errorResponse(aborted, this.options);
     }
-    const notCommitted = new IdempotencyException(503, MESSAGES.notCommitted, RETRY_AFTER, 'not-committed');
+    const notCommitted = IdempotencyException.of('not-committed', MESSAGES.notCommitted);
     if (state.completed && !ROLLED_BACK.has(sqlState(err))) {
       // COMMIT was sent and may have landed: releasing could let a retry run the handler twice.
       this.logger.error(LOGS.commitUnknown(claim.route, reason(err)));

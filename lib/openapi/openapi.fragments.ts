@@ -1,6 +1,5 @@
 import { IdempotencyException } from '../exceptions/idempotency.exception.js';
 import { errorResponse } from '../idempotency.answers.js';
-import { RETRY_AFTER } from '../idempotency.constants.js';
 import { MESSAGES, OPENAPI } from '../idempotency.messages.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from '../interfaces/resolved-options.interface.js';
 
@@ -115,12 +114,12 @@ export function routeDoc(options: ResolvedIdempotencyOptions, route: ResolvedRou
         400,
         required ? OPENAPI.keyRequired : OPENAPI.keyOptional,
         required
-          ? new IdempotencyException(400, MESSAGES.missing(name), {}, 'key-missing')
-          : new IdempotencyException(400, MESSAGES.tooLong(name, options.maxKeyLength), {}, 'key-invalid'),
+          ? IdempotencyException.of('key-missing', MESSAGES.missing(name))
+          : IdempotencyException.of('key-invalid', MESSAGES.tooLong(name, options.maxKeyLength)),
       ),
-      error(409, OPENAPI.inFlight, new IdempotencyException(409, MESSAGES.inFlight(name), RETRY_AFTER, 'key-in-flight')),
-      error(422, OPENAPI.reused, new IdempotencyException(422, MESSAGES.reused(name), {}, 'key-reused')),
-      error(503, OPENAPI.unavailable, new IdempotencyException(503, MESSAGES.unavailable, RETRY_AFTER, 'store-unavailable')),
+      error(409, OPENAPI.inFlight, IdempotencyException.of('key-in-flight', MESSAGES.inFlight(name))),
+      error(422, OPENAPI.reused, IdempotencyException.of('key-reused', MESSAGES.reused(name))),
+      error(503, OPENAPI.unavailable, IdempotencyException.of('store-unavailable', MESSAGES.unavailable)),
     ],
     successHeaders,
     errorHeaders: echo,

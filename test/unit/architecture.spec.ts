@@ -9,7 +9,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   http: ['http', 'interfaces'],
   options: ['options', 'interfaces', 'utils', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   stores: ['stores', 'interfaces', 'options', 'idempotency.constants.ts', 'idempotency.messages.ts'],
-  exceptions: ['interfaces'],
+  exceptions: ['exceptions', 'interfaces', 'idempotency.constants.ts'],
   transactions: ['transactions', 'interfaces', 'idempotency.messages.ts'],
   openapi: [
     'openapi',
