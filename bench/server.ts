@@ -107,17 +107,17 @@ function imports() {
     const pool = countedPool();
     // A table of its own: the replay key of the run must not meet the plain postgres variant's record.
     const cache = new PostgresStore({ pool, tableName: 'idempotency_tx' });
-    return [IdempotencyModule.forRoot({ cache, transactions: new PgTransactions(pool) })];
+    return [IdempotencyModule.forRoot({ store: cache, transactions: new PgTransactions(pool) })];
   }
-  if (variant === 'memory-quiet') return [IdempotencyModule.forRoot({ cache: store(), openTelemetry: false })];
+  if (variant === 'memory-quiet') return [IdempotencyModule.forRoot({ store: store(), openTelemetry: false })];
   if (variant === 'memory-sealed') {
     const encryption = { keys: { bench: Buffer.alloc(32, 7) }, current: 'bench' };
-    return [IdempotencyModule.forRoot({ cache: store(), openTelemetry: false, encryption })];
+    return [IdempotencyModule.forRoot({ store: store(), openTelemetry: false, encryption })];
   }
   if (variant === 'memory-events') {
-    return [IdempotencyModule.forRoot({ cache: store(), openTelemetry: false, events: () => undefined })];
+    return [IdempotencyModule.forRoot({ store: store(), openTelemetry: false, events: () => undefined })];
   }
-  return [IdempotencyModule.forRoot({ cache: store() })];
+  return [IdempotencyModule.forRoot({ store: store() })];
 }
 
 /** A pool that counts every statement, its own and its clients' (BEGIN, the completion, COMMIT). */

@@ -82,6 +82,8 @@ export const OPENAPI = {
 
 /** What an operator reads in the logs while the application runs. `route` is `Controller.method`. */
 export const LOGS = {
+  cacheDeprecated:
+    'IdempotencyModule: the option cache is deprecated and will be removed in 1.0; name it store (it takes the same value)',
   noScope: (route: string, got: unknown) =>
     `${route}: the identity resolver returned ${typeof got === 'string' ? 'an empty string' : typeof got}, not a scope; answering 500`,
   noRawBody: (route: string) =>
@@ -187,7 +189,8 @@ function shown(got: unknown): string {
 /** Errors that stop the application at startup: a misconfiguration is never left for run time. */
 export const CONFIG_ERRORS = {
   notAnObject: 'options must be an object',
-  notAStore: (method: string) => `cache must implement IdempotencyStore (missing ${method}())`,
+  notAStore: (option: string, method: string) => `${option} must implement IdempotencyStore (missing ${method}())`,
+  storeTwice: 'give store or cache (its deprecated name), not both',
   noAdmin: (store: string, method: string) =>
     `IdempotencyAdmin needs the store's ${method}(), which ${store} does not implement (see IdempotencyStore)`,
   adminKey: 'IdempotencyAdmin: the key must be a non-empty string, as the client sent it',
@@ -228,7 +231,7 @@ export const CONFIG_ERRORS = {
   noTransactions:
     'transactional: true needs the module option transactions, e.g. transactions: clsTransactions(txHost) (README: "Exactly-once with your database")',
   transactionalStore:
-    "transactional: true needs a store that commits its record in your transaction: cache: new PostgresStore(...) on your application's database",
+    "transactional: true needs a store that commits its record in your transaction: store: new PostgresStore(...) on your application's database",
   identityUnbuildable: (name: string, reason: string) =>
     `the identity resolver ${name} cannot be built: ${reason}. Register it as a provider of a module the controller can reach; a REQUEST-scoped resolver is resolved for each request`,
   streamType:

@@ -41,7 +41,7 @@ import { InMemoryCache } from './stores/in-memory.cache.js';
 const RAW_OPTIONS = Symbol('IDEMPOTENCY_RAW_OPTIONS');
 
 /**
- * Without a `cache` option each registration gets an `InMemoryCache` of its own: works on one
+ * Without a `store` option each registration gets an `InMemoryCache` of its own: works on one
  * instance with no setup, and two registrations never share keys by accident.
  */
 const defaultStore = () => new InMemoryCache();
@@ -108,7 +108,7 @@ const EXPORTS = [
 
 /**
  * Registers idempotency for `@Idempotent()` routes. Global by default; each registration gets a
- * store of its own unless `cache` is given.
+ * store of its own unless `store` is given.
  */
 @Module({})
 export class IdempotencyModule implements OnModuleInit, BeforeApplicationShutdown, OnApplicationShutdown {

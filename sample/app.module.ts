@@ -30,7 +30,7 @@ export class AppModule {
           imports: [database],
           inject: [DatabaseService],
           useFactory: (db: DatabaseService) => ({
-            cache: options.cache ?? new SqliteStore({ database: db.connection }),
+            store: options.cache ?? new SqliteStore({ database: db.connection }),
             identity: AccountIdentityResolver,
             leaseMs: options.leaseMs,
           }),

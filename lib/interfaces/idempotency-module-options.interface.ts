@@ -10,9 +10,12 @@ import type { IdempotencyIdentity } from './identity-resolver.interface.js';
 /** Options of `IdempotencyModule`. Every one is optional. */
 export interface IdempotencyModuleOptions {
   /**
-   * Backing store. Default: a new `InMemoryCache` for this module (state per process).
-   * Several pods need `RedisCache`. Give idempotency a store of its own: see the README's "InMemoryCache".
+   * Where keys and responses are kept. Default: a new `InMemoryCache` for this module (state per
+   * process). Several pods need `RedisCache`, `PostgresStore` or `SqliteStore` (one host). Give
+   * idempotency a store of its own: see the README's "InMemoryCache".
    */
+  store?: IdempotencyStore;
+  /** @deprecated The same as `store`, its earlier name: it still works, with one warning. */
   cache?: IdempotencyStore;
   /** How long a completed key is remembered, in ms. Default 86 400 000 (24 h); at most 365 days. */
   ttlMs?: number;
@@ -110,7 +113,7 @@ export interface IdempotencyModuleOptions {
   identity?: IdempotencyIdentity;
   /**
    * How `@Idempotent({ transactional: true })` routes open their database transaction, e.g.
-   * `clsTransactions(txHost)`. Needed by those routes only; they also need `cache: new PostgresStore(...)`.
+   * `clsTransactions(txHost)`. Needed by those routes only; they also need `store: new PostgresStore(...)`.
    */
   transactions?: IdempotencyTransactions;
   /**

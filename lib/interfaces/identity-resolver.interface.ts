@@ -1,7 +1,7 @@
 import type { ExecutionContext, Type } from '@nestjs/common';
 
 /**
- * Resolves the caller's scope, folded into the cache key so that one caller's stored response is
+ * Resolves the caller's scope, folded into the store key so that one caller's stored response is
  * never replayed to another. Runs after guards, so it sees what they put on the request (`req.user`).
  * Return an ID, not free text: the result obeys the same rules as the header (length, no control
  * characters or spaces).

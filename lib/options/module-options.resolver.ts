@@ -1,3 +1,4 @@
+import { Logger } from '@nestjs/common';
 import {
   DEFAULT_HEADER_NAME,
   DEFAULT_KEY_PREFIX,
@@ -13,7 +14,7 @@ import {
   MAX_TTL_MS,
   REPLAYED_HEADER,
 } from '../idempotency.constants.js';
-import { CONFIG_ERRORS } from '../idempotency.messages.js';
+import { CONFIG_ERRORS, LOGS } from '../idempotency.messages.js';
 import type { IdempotencyModuleOptions } from '../interfaces/idempotency-module-options.interface.js';
 import type { IdempotencyStore } from '../interfaces/idempotency-store.interface.js';
 import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
@@ -35,10 +36,12 @@ import {
 } from './option.validators.js';
 
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/** The deprecated `cache` option is worth one warning per process, not one per registration. */
+let warnedCache = false;
 const STORE_METHODS = ['claim', 'commit', 'release', 'renew'] as const;
 
 const MODULE_KEYS = [
-  'cache',
+  'store',
   'ttlMs',
   'leaseMs',
   'maxHoldMs',
@@ -66,7 +69,7 @@ const MODULE_KEYS = [
 
 /**
  * Validates module options and fills in defaults; throws a plain Error naming the bad option.
- * `defaultStore` builds the store used when `cache` is not given (the module decides which);
+ * `defaultStore` builds the store used when `store` is not given (the module decides which);
  * `registration` names the call the options came through (`forRoot()` or `forRootAsync()`).
  */
 export function resolveModuleOptions(
@@ -76,10 +79,19 @@ export function resolveModuleOptions(
 ): ResolvedIdempotencyOptions {
   const where = 'IdempotencyModule';
   if (options === null || typeof options !== 'object') fail(where, CONFIG_ERRORS.notAnObject);
-  refuseUnknownKeys(where, options, MODULE_KEYS, registration);
-  const store = options.cache ?? defaultStore();
+  // `cache` is accepted but not offered: the deprecated name of `store`.
+  const { cache: _deprecated, ...named } = options;
+  refuseUnknownKeys(where, named, MODULE_KEYS, registration);
+  if (options.store !== undefined && options.cache !== undefined) fail(where, CONFIG_ERRORS.storeTwice);
+  if (options.cache !== undefined && !warnedCache) {
+    warnedCache = true;
+    new Logger('Idempotency').warn(LOGS.cacheDeprecated);
+  }
+  const store = options.store ?? options.cache ?? defaultStore();
   for (const method of STORE_METHODS) {
-    if (typeof (store as unknown as Record<string, unknown>)[method] !== 'function') fail(where, CONFIG_ERRORS.notAStore(method));
+    if (typeof (store as unknown as Record<string, unknown>)[method] !== 'function') {
+      fail(where, CONFIG_ERRORS.notAStore(options.cache === undefined ? 'store' : 'cache', method));
+    }
   }
   const headerName = options.headerName ?? DEFAULT_HEADER_NAME;
   if (typeof headerName !== 'string' || !TOKEN.test(headerName)) fail(where, CONFIG_ERRORS.headerName);

@@ -15,7 +15,7 @@ import type { IdempotencyIdentity } from '../interfaces/identity-resolver.interf
 /** Keys of forRoot()/forRootAsync() themselves: they decide how the module is registered. */
 const REGISTRATION_KEYS = new Set(['isGlobal', 'imports', 'inject', 'useFactory', 'useClass', 'useExisting', 'extraProviders']);
 /** Slips too far from the right name for an edit distance to find it. */
-const SLIPS: Readonly<Record<string, string>> = { store: 'cache', header: 'headerName', prefix: 'keyPrefix' };
+const SLIPS: Readonly<Record<string, string>> = { header: 'headerName', prefix: 'keyPrefix' };
 
 /** Throws the startup error for an option; `where` names what was being configured. */
 export function fail(where: string, message: string): never {
@@ -50,7 +50,7 @@ function nearestKey(key: string, valid: readonly string[]): string | undefined {
   return best;
 }
 
-/** Fails on a key no option has: a slip like `store` for `cache` would otherwise start on defaults. */
+/** Fails on a key no option has: a slip like `header` for `headerName` would otherwise start on defaults. */
 export function refuseUnknownKeys(
   where: string,
   options: object,

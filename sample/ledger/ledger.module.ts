@@ -54,7 +54,7 @@ export class LedgerModule {
           inject: [TransactionHost, Faults],
           extraProviders: [Faults, { provide: LEDGER_OPTIONS, useValue: options }],
           useFactory: (txHost: TransactionHost<TransactionalAdapterTypeOrm>, faults: Faults): IdempotencyModuleOptions => ({
-            cache: transactional
+            store: transactional
               ? new PostgresStore({ connectionString: options.databaseUrl })
               : new RedisCache(RedisCacheOptions.create().withUrl(options.redisUrl ?? 'redis://127.0.0.1:6379')),
             transactions: crashingAfterCommit(clsTransactions(txHost), faults),

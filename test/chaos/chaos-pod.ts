@@ -154,7 +154,7 @@ function onEvent(event: IdempotencyEvent): void {
 @Module({
   imports: [
     IdempotencyModule.forRoot({
-      cache: store(),
+      store: store(),
       leaseMs: Number(process.env.LEASE_MS || 1000),
       ttlMs: 3_600_000,
       identity: (req: { headers: Record<string, string | string[] | undefined> }) => header(req, 'x-tenant') || 'anonymous',

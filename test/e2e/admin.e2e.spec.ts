@@ -47,7 +47,7 @@ describe.each(cases)('IdempotencyAdmin on %s, %s', (storeName, adapter) => {
     ({ cache } = await openStore(storeName));
     app = await startApp(adapter, {
       // A short lease, renewed every 100 ms: a forgotten claim is noticed quickly.
-      imports: [IdempotencyModule.forRoot({ cache, leaseMs: 300, events: (e) => void events.push(e) })],
+      imports: [IdempotencyModule.forRoot({ store: cache, leaseMs: 300, events: (e) => void events.push(e) })],
       controllers: [TestController],
       providers: [Runs, Gate],
     });

@@ -32,7 +32,7 @@ describe.each(MATRIX)(
       app = await startApp(
         adapter,
         {
-          imports: [IdempotencyModule.forRoot({ cache: store.cache })],
+          imports: [IdempotencyModule.forRoot({ store: store.cache })],
           controllers: [TestController],
           providers: [Runs, Gate],
         },

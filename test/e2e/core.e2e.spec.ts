@@ -20,7 +20,7 @@ describe.each(MATRIX)('core behaviour (docs/behaviour.md) on %s with the %s stor
   beforeAll(async () => {
     store = await openStore(storeName);
     app = await startApp(adapter, {
-      imports: [IdempotencyModule.forRoot({ cache: store.cache })],
+      imports: [IdempotencyModule.forRoot({ store: store.cache })],
       controllers: [TestController],
       providers: [Runs, Gate],
     });

@@ -84,7 +84,7 @@ describe.each(cases)('encryption at rest on %s, %s', (storeName, adapter) => {
     storeName === 'redis' ? new RedisCache(RedisCacheOptions.create().withUrl(server!.url)) : (await openStore(storeName)).cache;
   const pod = async (cache: IdempotencyStore, encryption: IdempotencyEncryption) => {
     const app: INestApplication = await start(adapter, {
-      imports: [IdempotencyModule.forRoot({ cache, encryption })],
+      imports: [IdempotencyModule.forRoot({ store: cache, encryption })],
       controllers: [TestController],
       providers: [Runs, Gate],
     });

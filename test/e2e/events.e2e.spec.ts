@@ -49,7 +49,7 @@ describe.each(ADAPTERS)('events hook on %s', (adapter) => {
   beforeAll(async () => {
     app = await startApp(adapter, {
       // A short lease: a commit that keeps failing is given up after it (it is retried until then).
-      imports: [IdempotencyModule.forRoot({ cache: store, leaseMs: 600, events: (event) => void events.push(event) })],
+      imports: [IdempotencyModule.forRoot({ store: store, leaseMs: 600, events: (event) => void events.push(event) })],
       controllers: [TestController],
       providers: [Runs, Gate],
     });
@@ -174,7 +174,7 @@ describe.each(ADAPTERS)('events listeners on %s', (adapter) => {
   it('reports a record InMemoryCache evicts to make room as evicted, with the key hash', async () => {
     const seen: IdempotencyEvent[] = [];
     const app = await start(adapter, {
-      imports: [IdempotencyModule.forRoot({ cache: new InMemoryCache({ maxEntries: 2 }), events: (e) => void seen.push(e) })],
+      imports: [IdempotencyModule.forRoot({ store: new InMemoryCache({ maxEntries: 2 }), events: (e) => void seen.push(e) })],
       controllers: [TestController],
       providers: [Runs, Gate],
     });

@@ -158,7 +158,7 @@ describe.each(ADAPTERS)('changing the fingerprint setting between deploys on %s'
       (
         await start(
           adapter,
-          { imports: [IdempotencyModule.forRoot({ cache, fingerprint })], controllers: [DeployController] },
+          { imports: [IdempotencyModule.forRoot({ store: cache, fingerprint })], controllers: [DeployController] },
           { rawBody: true },
         )
       ).getHttpServer();

@@ -377,7 +377,7 @@ describe.each(ADAPTERS)('hardening (docs/hardening.md) on %s', (adapter) => {
 
   it('H10. InMemoryCache never evicts a claim in flight; with nothing evictable a new key gets 503', async () => {
     const errors = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
-    const { base, runs, gate } = await start(adapter, { cache: new InMemoryCache({ maxEntries: 10 }) });
+    const { base, runs, gate } = await start(adapter, { store: new InMemoryCache({ maxEntries: 10 }) });
     gate.close();
     const slow = send(base, '/gated', json('held'), '{}');
     while (runs.of('gated') === 0) await sleep(5);
@@ -388,7 +388,7 @@ describe.each(ADAPTERS)('hardening (docs/hardening.md) on %s', (adapter) => {
     expect((await slow).status).toBe(201);
     expect(runs.of('gated')).toBe(1);
 
-    const { base: full, runs: fullRuns, gate: fullGate } = await start(adapter, { cache: new InMemoryCache({ maxEntries: 2 }) });
+    const { base: full, runs: fullRuns, gate: fullGate } = await start(adapter, { store: new InMemoryCache({ maxEntries: 2 }) });
     fullGate.close();
     const a = send(full, '/gated', json('a'), '{}');
     const b = send(full, '/gated', json('b'), '{}');
@@ -438,8 +438,8 @@ describe.each(ADAPTERS)('hardening (docs/hardening.md) on %s', (adapter) => {
   });
 
   it('H14. an unknown option fails the start naming it and the nearest valid one; module-level keys say so', async () => {
-    await expect(start(adapter, { store: new InMemoryCache() } as never)).rejects.toThrow(
-      'IdempotencyModule: unknown option "store" (did you mean cache?)',
+    await expect(start(adapter, { stores: new InMemoryCache() } as never)).rejects.toThrow(
+      'IdempotencyModule: unknown option "stores" (did you mean store?)',
     );
     const async = IdempotencyModule.forRootAsync({ useFactory: () => ({ isGlobal: false }) as never });
     await expect(startApp(adapter, { imports: [async], controllers: [] })).rejects.toThrow(
@@ -481,7 +481,7 @@ describe.each(ADAPTERS)('hardening (docs/hardening.md) on %s', (adapter) => {
         return inner.commit(k, o, r, t);
       },
     };
-    const { base, runs } = await start(adapter, { cache: slowCommit, leaseMs: 120 });
+    const { base, runs } = await start(adapter, { store: slowCommit, leaseMs: 120 });
     expect((await send(base, '/body', json('slow-commit'), '{}')).status).toBe(201);
     const retry = await send(base, '/body', json('slow-commit'), '{}');
     expect(retry.headers.get('idempotent-replayed')).toBe('true');

@@ -30,7 +30,7 @@ class HealthController {
 }
 
 const withHealth = (cache: IdempotencyStore) => ({
-  imports: [TerminusModule.forRoot({ logger: false }), IdempotencyModule.forRoot({ cache })],
+  imports: [TerminusModule.forRoot({ logger: false }), IdempotencyModule.forRoot({ store: cache })],
   controllers: [HealthController],
 });
 const app = (adapter: (typeof ADAPTERS)[number], cache: IdempotencyStore) => startApp(adapter, withHealth(cache));

@@ -114,7 +114,7 @@ describe.each(ADAPTERS)('integration on %s', (adapter) => {
       },
     };
     const app = await start(adapter, {
-      imports: [IdempotencyModule.forRoot({ cache: slowCommit })],
+      imports: [IdempotencyModule.forRoot({ store: slowCommit })],
       controllers: [TestController],
       providers: [Runs, Gate],
     });
@@ -153,12 +153,12 @@ describe.each(ADAPTERS)('integration on %s', (adapter) => {
   it("two keyPrefixes on one InMemoryCache never see each other's records", async () => {
     const cache = new InMemoryCache();
     const one = await start(adapter, {
-      imports: [IdempotencyModule.forRoot({ cache, keyPrefix: 'a:' })],
+      imports: [IdempotencyModule.forRoot({ store: cache, keyPrefix: 'a:' })],
       controllers: [TestController],
       providers: [Runs, Gate],
     });
     const two = await start(adapter, {
-      imports: [IdempotencyModule.forRoot({ cache, keyPrefix: 'b:' })],
+      imports: [IdempotencyModule.forRoot({ store: cache, keyPrefix: 'b:' })],
       controllers: [TestController],
       providers: [Runs, Gate],
     });
@@ -176,7 +176,7 @@ describe.each(ADAPTERS)('integration on %s', (adapter) => {
       renew: () => Promise.resolve(false),
     };
     const app = await start(adapter, {
-      imports: [IdempotencyModule.forRoot({ cache: broken })],
+      imports: [IdempotencyModule.forRoot({ store: broken })],
       controllers: [TestController],
       providers: [Runs, Gate],
     });
@@ -197,7 +197,7 @@ describe.each(ADAPTERS)('integration on %s', (adapter) => {
     };
     const app = await start(adapter, {
       // A short lease: the commit is retried until it ends, and the app closes once the key is given up.
-      imports: [IdempotencyModule.forRoot({ cache: store, leaseMs: 300 })],
+      imports: [IdempotencyModule.forRoot({ store: store, leaseMs: 300 })],
       controllers: [TestController],
       providers: [Runs, Gate],
     });

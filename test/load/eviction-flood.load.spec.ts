@@ -30,10 +30,10 @@ describe.each(ADAPTERS)('eviction floods on %s (bounded: 10 x maxEntries)', (ada
 
   beforeAll(async () => {
     cache = new InMemoryCache({ maxEntries: N });
-    app = await startApp(adapter, { imports: [IdempotencyModule.forRoot({ cache })], controllers: [FloodController] });
+    app = await startApp(adapter, { imports: [IdempotencyModule.forRoot({ store: cache })], controllers: [FloodController] });
     quotaCache = new InMemoryCache({ maxEntries: N, prefixQuotas: { 'idem:': N / 2, 'rl:': N / 2 } });
     quotaApp = await startApp(adapter, {
-      imports: [IdempotencyModule.forRoot({ cache: quotaCache })],
+      imports: [IdempotencyModule.forRoot({ store: quotaCache })],
       controllers: [FloodController],
     });
   });
@@ -63,7 +63,7 @@ describe.each(ADAPTERS)('eviction floods on %s (bounded: 10 x maxEntries)', (ada
   it('a flood of 10 x N unique keys stays within N entries and evicts the oldest records first', async () => {
     const floodCache = new InMemoryCache({ maxEntries: N });
     const floodApp = await startApp(adapter, {
-      imports: [IdempotencyModule.forRoot({ cache: floodCache })],
+      imports: [IdempotencyModule.forRoot({ store: floodCache })],
       controllers: [FloodController],
     });
     try {
@@ -76,7 +76,7 @@ describe.each(ADAPTERS)('eviction floods on %s (bounded: 10 x maxEntries)', (ada
   it('records that were retried outlive a flood of never-retried keys', async () => {
     const floodCache = new InMemoryCache({ maxEntries: N });
     const floodApp = await startApp(adapter, {
-      imports: [IdempotencyModule.forRoot({ cache: floodCache })],
+      imports: [IdempotencyModule.forRoot({ store: floodCache })],
       controllers: [FloodController],
     });
     try {

@@ -55,7 +55,7 @@ describePg.each(ADAPTERS)('a burst on a small pool of a distant PostgreSQL, on %
     proxy = await FaultProxy.start(Number(new URL(url).port), DELAY_MS);
     const store = new PostgresStore({ connectionString: proxy.url(url), poolSize: POOL });
     app = await startApp(adapter, {
-      imports: [IdempotencyModule.forRoot({ cache: store, leaseMs: LEASE_MS })],
+      imports: [IdempotencyModule.forRoot({ store: store, leaseMs: LEASE_MS })],
       controllers: [BurstController],
       providers: [Ledger],
     });

@@ -19,7 +19,7 @@ describePg.each(ADAPTERS)('PostgreSQL outage on %s', (adapter) => {
     server = await PostgresServer.start({ ownServer: true });
     app = await startApp(adapter, {
       imports: [
-        IdempotencyModule.forRoot({ cache: new PostgresStore({ connectionString: server.url, statementTimeoutMs: 500 }) }),
+        IdempotencyModule.forRoot({ store: new PostgresStore({ connectionString: server.url, statementTimeoutMs: 500 }) }),
       ],
       controllers: [TestController],
       providers: [Runs, Gate],

@@ -26,7 +26,7 @@ describePg('PostgresStore on production days', () => {
     const logs = spyOnLogger();
     const app = async (url: string, options: { maxResponseBytes?: number } = {}) =>
       start(adapter, {
-        imports: [IdempotencyModule.forRoot({ cache: new PostgresStore({ connectionString: url }), ...options })],
+        imports: [IdempotencyModule.forRoot({ store: new PostgresStore({ connectionString: url }), ...options })],
         controllers: [DurableController],
         providers: [Runs, Gate],
       });

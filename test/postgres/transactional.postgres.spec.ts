@@ -177,7 +177,7 @@ describePg('@Idempotent({ transactional: true }) on PostgreSQL', () => {
     const tx = options.transactions instanceof PgTransactions ? options.transactions : new PgTransactions(pool);
     const nest = await start(adapter, {
       imports: [
-        IdempotencyModule.forRoot({ cache: new PostgresStore({ pool, sweepIntervalMs: 0 }), ...options, transactions: tx }),
+        IdempotencyModule.forRoot({ store: new PostgresStore({ pool, sweepIntervalMs: 0 }), ...options, transactions: tx }),
       ],
       controllers: [ChargesController],
       providers: [
@@ -500,7 +500,7 @@ describePg('@Idempotent({ transactional: true }) on PostgreSQL', () => {
     it('without a transactions option', async () => {
       expect(
         await refusal({
-          imports: [IdempotencyModule.forRoot({ cache: new PostgresStore({ pool, sweepIntervalMs: 0 }) })],
+          imports: [IdempotencyModule.forRoot({ store: new PostgresStore({ pool, sweepIntervalMs: 0 }) })],
           controllers: [PlainTransactional],
         }),
       ).toBe(
@@ -511,11 +511,11 @@ describePg('@Idempotent({ transactional: true }) on PostgreSQL', () => {
     it('with a store that is not PostgresStore', async () => {
       expect(
         await refusal({
-          imports: [IdempotencyModule.forRoot({ cache: new InMemoryCache(), transactions: new PgTransactions(pool) })],
+          imports: [IdempotencyModule.forRoot({ store: new InMemoryCache(), transactions: new PgTransactions(pool) })],
           controllers: [PlainTransactional],
         }),
       ).toBe(
-        "@Idempotent() on PlainTransactional.create(): transactional: true needs a store that commits its record in your transaction: cache: new PostgresStore(...) on your application's database",
+        "@Idempotent() on PlainTransactional.create(): transactional: true needs a store that commits its record in your transaction: store: new PostgresStore(...) on your application's database",
       );
     });
 
@@ -547,7 +547,7 @@ describePg('@Idempotent({ transactional: true }) on PostgreSQL', () => {
       }
       const module = () =>
         IdempotencyModule.forRoot({
-          cache: new PostgresStore({ pool, sweepIntervalMs: 0 }),
+          store: new PostgresStore({ pool, sweepIntervalMs: 0 }),
           transactions: new PgTransactions(pool),
         });
       expect(await refusal({ imports: [module()], controllers: [Streams] })).toBe(

@@ -82,7 +82,7 @@ describe('ioredis, pg, better-sqlite3, nestjs-cls, TypeORM, @nestjs/swagger, @op
         import { NestFactory } from '@nestjs/core';
         import { IdempotencyModule, PostgresStore } from './dist/index.js';
         const cache = new PostgresStore({ connectionString: 'postgres://127.0.0.1:1/x' });
-        await NestFactory.createApplicationContext(IdempotencyModule.forRoot({ cache }), { logger: false, abortOnError: false });
+        await NestFactory.createApplicationContext(IdempotencyModule.forRoot({ store: cache }), { logger: false, abortOnError: false });
       `),
     ).toThrow("Cannot find package 'pg'");
   });

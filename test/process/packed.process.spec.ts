@@ -96,7 +96,7 @@ const cache =
     ? undefined
     : new RedisCache(client ? RedisCacheOptions.create().withClient(client) : RedisCacheOptions.create().withUrl(url));
 
-@Module({ imports: [IdempotencyModule.forRoot({ cache })], controllers: [PaymentsController] })
+@Module({ imports: [IdempotencyModule.forRoot({ store: cache })], controllers: [PaymentsController] })
 class AppModule {}
 
 async function main(): Promise<void> {

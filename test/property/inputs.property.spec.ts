@@ -86,7 +86,7 @@ describe.each(ADAPTERS)('property: client-controlled inputs on %s', (adapter) =>
   const cache = new InMemoryCache({ maxEntries: 100_000 });
 
   beforeAll(async () => {
-    app = await startApp(adapter, { imports: [IdempotencyModule.forRoot({ cache })], controllers: [PropertyController] });
+    app = await startApp(adapter, { imports: [IdempotencyModule.forRoot({ store: cache })], controllers: [PropertyController] });
     port = Number(new URL(await listen(app)).port);
   });
   afterAll(() => app.close());
@@ -246,11 +246,11 @@ describe.each(ADAPTERS)('property: two keyPrefixes on one InMemoryCache on %s', 
   let two: INestApplication;
   beforeAll(async () => {
     one = await startApp(adapter, {
-      imports: [IdempotencyModule.forRoot({ cache, keyPrefix: 'tenant-a:' })],
+      imports: [IdempotencyModule.forRoot({ store: cache, keyPrefix: 'tenant-a:' })],
       controllers: [PropertyController],
     });
     two = await startApp(adapter, {
-      imports: [IdempotencyModule.forRoot({ cache, keyPrefix: 'tenant-b:' })],
+      imports: [IdempotencyModule.forRoot({ store: cache, keyPrefix: 'tenant-b:' })],
       controllers: [PropertyController],
     });
   });

@@ -57,7 +57,7 @@ describeCluster('an e2e replay through a Redis Cluster client', () => {
     cluster = await RedisCluster.start();
     client = new Cluster(cluster.nodes.map((n) => ({ host: '127.0.0.1', port: n.port })));
     app = await startApp('express', {
-      imports: [IdempotencyModule.forRoot({ cache: new RedisCache(RedisCacheOptions.create().withClient(client)) })],
+      imports: [IdempotencyModule.forRoot({ store: new RedisCache(RedisCacheOptions.create().withClient(client)) })],
       controllers: [TestController],
       providers: [Runs, Gate],
     });

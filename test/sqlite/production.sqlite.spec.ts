@@ -24,7 +24,7 @@ describe.each(ADAPTERS)('SqliteStore on production days, on %s', (adapter) => {
   const logs = spyOnLogger();
   const app = async (filename: string, options: { maxResponseBytes?: number } = {}) =>
     start(adapter, {
-      imports: [IdempotencyModule.forRoot({ cache: new SqliteStore({ filename }), ...options })],
+      imports: [IdempotencyModule.forRoot({ store: new SqliteStore({ filename }), ...options })],
       controllers: [DurableController],
       providers: [Runs, Gate],
     });

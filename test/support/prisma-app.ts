@@ -81,7 +81,7 @@ class PrismaModule {}
     IdempotencyModule.forRootAsync({
       inject: [TransactionHost],
       useFactory: (txHost: PrismaHost): IdempotencyModuleOptions => ({
-        cache: new PostgresStore({ connectionString: url, sweepIntervalMs: 0 }),
+        store: new PostgresStore({ connectionString: url, sweepIntervalMs: 0 }),
         transactions: clsTransactions(txHost, (tx, text, values) => tx.$queryRawUnsafe(text, ...values)),
       }),
     }),

@@ -22,7 +22,7 @@ const renewers = new Set<LeaseRenewer>();
  */
 export function createProtocol(options: IdempotencyModuleOptions = {}, moduleRef: Partial<ModuleRef> = {}) {
   const store = new ScriptedStore();
-  const resolved = resolveModuleOptions({ cache: store, ...options }, () => new InMemoryCache());
+  const resolved = resolveModuleOptions({ store, ...options }, () => new InMemoryCache());
   const identities = new IdentityResolverLoader(moduleRef as ModuleRef, resolved);
   // Not initialised: nothing observes outcomes until a test awaits observer.onModuleInit().
   const observer = new IdempotencyObserver(resolved, moduleRef as ModuleRef);

@@ -29,7 +29,7 @@ export function useRedisApp(adapter: AdapterName, commandTimeoutMs: number): Red
     ctx.app = await startApp(adapter, {
       imports: [
         IdempotencyModule.forRoot({
-          cache: new RedisCache(RedisCacheOptions.create().withUrl(ctx.server.url).withCommandTimeout(commandTimeoutMs)),
+          store: new RedisCache(RedisCacheOptions.create().withUrl(ctx.server.url).withCommandTimeout(commandTimeoutMs)),
         }),
       ],
       controllers: [TestController],

@@ -12,10 +12,10 @@ describe('IdempotencyAdmin', () => {
   it('refuses a store without peek() or forget(), naming the store and the method', async () => {
     const { claim, commit, release, renew } = new InMemoryCache();
     const bare: IdempotencyStore = { claim, commit, release, renew };
-    await expect(admin({ cache: bare }).inspect('k')).rejects.toThrow(
+    await expect(admin({ store: bare }).inspect('k')).rejects.toThrow(
       "IdempotencyAdmin needs the store's peek(), which Object does not implement (see IdempotencyStore)",
     );
-    await expect(admin({ cache: bare }).forget('k')).rejects.toThrow("IdempotencyAdmin needs the store's forget()");
+    await expect(admin({ store: bare }).forget('k')).rejects.toThrow("IdempotencyAdmin needs the store's forget()");
   });
 
   it('refuses a key or scope that is not a non-empty string', async () => {
@@ -34,7 +34,7 @@ describe('IdempotencyAdmin', () => {
 
   it('finds keys under the module prefix and the escaped scope', async () => {
     const cache = new InMemoryCache();
-    const a = admin({ cache, keyPrefix: 'pay:' });
+    const a = admin({ store: cache, keyPrefix: 'pay:' });
     await cache.claim('pay:acct%3A1:k', { owner: 'o', fingerprint: 'fp', leaseMs: 5000 });
     await cache.claim('pay:%:k', { owner: 'o', fingerprint: 'fp-unscoped', leaseMs: 5000 });
     expect((await a.inspect('k', { scope: 'acct:1' }))?.fingerprint).toBe('fp');
@@ -47,6 +47,6 @@ describe('IdempotencyAdmin', () => {
         throw new Error('store down');
       }
     }
-    await expect(admin({ cache: new Broken() }).inspect('k')).rejects.toThrow('store down');
+    await expect(admin({ store: new Broken() }).inspect('k')).rejects.toThrow('store down');
   });
 });

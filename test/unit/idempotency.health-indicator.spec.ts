@@ -4,7 +4,7 @@ import { resolveModuleOptions } from '../../lib/options/module-options.resolver.
 import { sleep } from '../support/timing.js';
 
 const indicator = (cache: IdempotencyStore) =>
-  new IdempotencyHealthIndicator(resolveModuleOptions({ cache }, () => new InMemoryCache()));
+  new IdempotencyHealthIndicator(resolveModuleOptions({ store: cache }, () => new InMemoryCache()));
 
 /** A real InMemoryCache that answers its ping after `ms`. */
 class SlowCache extends InMemoryCache {

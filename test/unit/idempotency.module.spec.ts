@@ -40,9 +40,9 @@ describe('IdempotencyModule', () => {
 
   it('forRoot() hands the options on without isGlobal, and uses the given cache', async () => {
     const cache = new InMemoryCache();
-    const dynamic = IdempotencyModule.forRoot({ cache, ttlMs: 7, isGlobal: false });
+    const dynamic = IdempotencyModule.forRoot({ store: cache, ttlMs: 7, isGlobal: false });
     const given = (dynamic.providers as { useValue?: unknown }[]).filter((p) => 'useValue' in p).map((p) => p.useValue);
-    expect(given).toEqual([{ cache, ttlMs: 7 }]);
+    expect(given).toEqual([{ store: cache, ttlMs: 7 }]);
     expect((await optionsOf(dynamic)).store).toBe(cache);
   });
 

@@ -1,4 +1,5 @@
-import { describe, expect, it } from '@jest/globals';
+import { describe, expect, it, jest } from '@jest/globals';
+import { Logger } from '@nestjs/common';
 import {
   InMemoryCache,
   type IdempotencyModuleOptions,
@@ -8,7 +9,7 @@ import {
 import { resolveModuleOptions as resolveWith } from '../../lib/options/module-options.resolver.js';
 
 const store = (): IdempotencyStore => new InMemoryCache();
-/** As the module calls it: an InMemoryCache of its own unless `cache` is given. */
+/** As the module calls it: an InMemoryCache of its own unless `store` is given. */
 const resolveModuleOptions = (options: IdempotencyModuleOptions, registration?: string) =>
   resolveWith(options, store, registration);
 const err = (message: string) => `IdempotencyModule: ${message}`;
@@ -53,7 +54,7 @@ describe('resolveModuleOptions', () => {
     const transactions: IdempotencyTransactions = { run: (work) => work({ query: () => Promise.resolve([]) }) };
     expect(
       resolveModuleOptions({
-        cache,
+        store: cache,
         ttlMs: 5,
         leaseMs: 3,
         maxHoldMs: 4,
@@ -125,6 +126,30 @@ describe('resolveModuleOptions', () => {
     expect(() => resolveModuleOptions('x' as never)).toThrow(err('options must be an object'));
   });
 
+  it('store is the option; cache, its deprecated name, takes the same value with one warning per process; not both', () => {
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    try {
+      const mine = store();
+      expect(resolveModuleOptions({ store: mine }).store).toBe(mine);
+      expect(warn).not.toHaveBeenCalled();
+      expect(resolveModuleOptions({ cache: mine }).store).toBe(mine);
+      expect(resolveModuleOptions({ cache: store() }).store).not.toBe(mine);
+      // The first use of cache in this file (jest gives each file its own modules): one warning, then none.
+      expect(warn.mock.calls).toEqual([
+        ['IdempotencyModule: the option cache is deprecated and will be removed in 1.0; name it store (it takes the same value)'],
+      ]);
+      expect(() => resolveModuleOptions({ store: mine, cache: mine })).toThrow(
+        err('give store or cache (its deprecated name), not both'),
+      );
+      const broken = { ...mine, claim: undefined } as unknown as IdempotencyStore;
+      expect(() => resolveModuleOptions({ store: broken })).toThrow(
+        err('store must implement IdempotencyStore (missing claim())'),
+      );
+    } finally {
+      warn.mockRestore();
+    }
+  });
+
   it.each(['claim', 'commit', 'release', 'renew'])('refuses a cache without %s()', (method) => {
     const cache = { claim() {}, commit() {}, release() {}, renew() {} } as Record<string, unknown>;
     expect(() => resolveModuleOptions({ cache: cache as never })).not.toThrow();
@@ -182,12 +207,12 @@ describe('resolveModuleOptions', () => {
 
   it('refuses an unknown option, naming the one it most likely meant', () => {
     const valid =
-      'valid: cache, ttlMs, leaseMs, maxHoldMs, maxResponseBytes, headerName, keyPrefix, maxKeyLength, maxScopeLength, missingHeader, fingerprint, errorFormat, problemTypeBaseUrl, errorBody, echoKeyHeader, openApi, events, encryption, openTelemetry, replayFlag, replayedHeader, identity';
-    expect(() => resolveModuleOptions({ store: store() } as never)).toThrow(
-      err(`unknown option "store" (did you mean cache?); ${valid}`),
+      'valid: store, ttlMs, leaseMs, maxHoldMs, maxResponseBytes, headerName, keyPrefix, maxKeyLength, maxScopeLength, missingHeader, fingerprint, errorFormat, problemTypeBaseUrl, errorBody, echoKeyHeader, openApi, events, encryption, openTelemetry, replayFlag, replayedHeader, identity';
+    expect(() => resolveModuleOptions({ stores: store() } as never)).toThrow(
+      err(`unknown option "stores" (did you mean store?); ${valid}`),
     );
     expect(() => resolveModuleOptions({ Store: 1 } as never)).toThrow(
-      err(`unknown option "Store" (did you mean cache?); ${valid}`),
+      err(`unknown option "Store" (did you mean store?); ${valid}`),
     );
     expect(() => resolveModuleOptions({ ttl: 1 } as never)).toThrow('(did you mean ttlMs?)');
     expect(() => resolveModuleOptions({ lease: 1 } as never)).toThrow('(did you mean leaseMs?)');

@@ -29,7 +29,7 @@ describe('resolveRouteOptions', () => {
   it('a transactional route has the fixed transactionTimeoutMs lease, and needs the port and a store that completes in it', () => {
     const transactions: IdempotencyTransactions = { run: (work) => work({ query: () => Promise.resolve([]) }) };
     const store = Object.assign(new ScriptedStore(), { completeIn: () => Promise.resolve(true) });
-    const ready = createProtocol({ cache: store, transactions, transactionTimeoutMs: 50, leaseMs: 90 }).options;
+    const ready = createProtocol({ store: store, transactions, transactionTimeoutMs: 50, leaseMs: 90 }).options;
     expect(resolveRouteOptions('here', 'A.b', { transactional: true }, ready)).toMatchObject({
       transactional: true,
       leaseMs: 50,
