@@ -20,7 +20,7 @@ export function isStream(value: unknown): boolean {
   );
 }
 
-/** How the module's errors are written: the two options that decide it. */
+/** How the module's errors are written: the options that decide it. */
 export type ErrorOptions = Pick<ResolvedIdempotencyOptions, 'errorFormat' | 'problemTypeBaseUrl' | 'errorBody'>;
 /** How the module answers: its errors, and how a replay is marked. */
 export type AnswerOptions = ErrorOptions & Pick<ResolvedIdempotencyOptions, 'replayFlag' | 'replayedHeader'>;

@@ -30,7 +30,7 @@ export const MESSAGES = {
     `the request ran past its transaction timeout and was rolled back; another request with this ${header} may be running, retry shortly`,
   /** 503 on a transactional route whose transaction did not commit, or may not have. */
   notCommitted: 'the request could not be committed; retry shortly with the same key',
-  /** What `keyViolation` calls an identity scope in the two messages above. */
+  /** What `keyViolation` calls an identity scope in `tooLong` and `forbiddenChar`. */
   scope: 'identity scope',
 } as const;
 

@@ -98,12 +98,12 @@ export function resolveModuleOptions(
   const keyPrefix = options.keyPrefix ?? DEFAULT_KEY_PREFIX;
   // eslint-disable-next-line no-control-regex -- control characters are exactly what it looks for
   if (typeof keyPrefix !== 'string' || /[\x00-\x20\x7f]/.test(keyPrefix)) fail(where, CONFIG_ERRORS.keyPrefix);
-  // Timer-driven durations stop at what setTimeout can wait: past it Node fires after 1 ms.
   const replay = replayFlag(where, options.replayFlag);
   const replayedHeader = options.replayedHeader ?? REPLAYED_HEADER;
   if (replayedHeader !== false && (typeof replayedHeader !== 'string' || !TOKEN.test(replayedHeader))) {
     fail(where, CONFIG_ERRORS.replayedHeader);
   }
+  // Timer-driven durations stop at what setTimeout can wait: past it Node fires after 1 ms.
   const leaseMs = integerIn(where, 'leaseMs', options.leaseMs, DEFAULT_LEASE_MS, 3, MAX_TIMER_MS);
   return {
     store,
