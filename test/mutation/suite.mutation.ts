@@ -4,6 +4,8 @@
 // Order matters for the bail environment (test/support/bail.environment.cjs): the fast unit suites
 // first, so most mutants are killed before the Redis suite starts its servers.
 import '../unit/key.util.spec.js';
+import '../unit/request.reader.spec.js';
+import '../unit/idempotency-errors.table.spec.js';
 import '../unit/fingerprint.util.spec.js';
 import '../unit/module-options.resolver.spec.js';
 import '../unit/route-options.resolver.spec.js';
@@ -19,6 +21,7 @@ import '../unit/pool.lanes.spec.js';
 import '../unit/identity-body.spec.js';
 import '../unit/idempotent-handlers.finder.spec.js';
 import '../unit/idempotency.observer.spec.js';
+import '../unit/outcome.reporter.spec.js';
 import '../unit/telemetry.spec.js';
 import '../unit/optional-peer.util.spec.js';
 import '../unit/idempotency.health-indicator.spec.js';

@@ -17,7 +17,7 @@ import {
 } from '@nestjs/common';
 import { APP_INTERCEPTOR } from '@nestjs/core';
 import pg from 'pg';
-import { catchError, delay, last, map, mergeMap, type Observable, throwError, timeout, TimeoutError } from 'rxjs';
+import { catchError, delay, last, map, mergeMap, NEVER, type Observable, throwError, timeout, TimeoutError } from 'rxjs';
 import {
   type IdempotencyEvent,
   IdempotencyKey,
@@ -109,6 +109,14 @@ class FailingAfterInterceptor implements NestInterceptor {
 class LateInterceptor implements NestInterceptor {
   intercept(_: ExecutionContext, next: CallHandler): Observable<unknown> {
     return next.handle().pipe(delay(400));
+  }
+}
+
+/** Takes the handler's value and never answers: the response never reaches end(). */
+@Injectable()
+class HungInterceptor implements NestInterceptor {
+  intercept(_: ExecutionContext, next: CallHandler): Observable<unknown> {
+    return next.handle().pipe(mergeMap(() => NEVER));
   }
 }
 
@@ -244,6 +252,74 @@ describePg('@Idempotent({ transactional: true }) on PostgreSQL', () => {
       ]);
       expect(events[0].storeMs).toBeGreaterThan(0);
       expect(await rows(key('ev-fail'))).toBe(0);
+    });
+
+    it('events: each way a transaction fails says what the key came to, with the status and code of its answer', async () => {
+      const events: IdempotencyEvent[] = [];
+      const listen = { events: (e: IdempotencyEvent) => void events.push(e) };
+      const outcomes = async (count: number) => {
+        await until(() => events.length === count);
+        return events.splice(0).map((e) => [e.outcome, e.status, e.code]);
+      };
+      const { base, tx } = await app(adapter, { ...listen, transactionTimeoutMs: 2_000 });
+      // The handler swallowed an SQL error: the key is freed, the answer is a 500.
+      behaviour.swallowOnce = true;
+      expect((await charge(base, key('ev-aborted'))).status).toBe(500);
+      expect(await outcomes(1)).toEqual([['released', 500, 'transaction-aborted']]);
+      // The handler's own statement lost a serialization conflict: its error, freed like any thrown one.
+      behaviour.conflictOnce = true;
+      expect((await charge(base, key('ev-conflict'))).status).toBe(503);
+      expect(await outcomes(1)).toEqual([['released', undefined, undefined]]);
+      // COMMIT refused and rolled back (a serialization failure at COMMIT): known not to have landed, freed.
+      tx.beforeCommit = () => {
+        throw Object.assign(new Error('could not serialize access'), { code: '40001' });
+      };
+      expect((await charge(base, key('ev-rolled-back'))).status).toBe(503);
+      expect(await outcomes(1)).toEqual([['released', 503, 'not-committed']]);
+      expect(await record(key('ev-rolled-back'))).toBeUndefined();
+      // COMMIT lost with its connection: it may have landed, so the key is kept, not stored by us.
+      tx.beforeCommit = async (client) => {
+        await pool.query('SELECT pg_terminate_backend($1)', [(client as unknown as { processID: number }).processID]);
+      };
+      expect((await charge(base, key('ev-unknown'))).status).toBe(503);
+      expect(await outcomes(1)).toEqual([['not-stored', 503, 'not-committed']]);
+      expect(await record(key('ev-unknown'))).toBeDefined();
+
+      const late = await app(adapter, { ...listen, transactionTimeoutMs: 200 }, { interceptors: [LateInterceptor] });
+      expect((await charge(late.base, key('ev-late'))).status).toBe(409);
+      expect(await outcomes(1)).toEqual([['not-stored', 409, 'transaction-timed-out']]);
+
+      const broken = new pg.Pool({ connectionString: url.replace(/:\d+\//, ':1/'), connectionTimeoutMillis: 500 });
+      const down = await app(adapter, { ...listen, transactions: new PgTransactions(broken) });
+      expect((await charge(down.base, key('ev-begin'))).status).toBe(503);
+      expect(await outcomes(1)).toEqual([['store-unavailable', 503, 'store-unavailable']]);
+      await broken.end();
+    });
+
+    it('a response that never reaches end(): the transaction is ended and rolled back at its lease, holding no connection', async () => {
+      const events: IdempotencyEvent[] = [];
+      const { base } = await app(
+        adapter,
+        { transactionTimeoutMs: 300, events: (e) => void events.push(e) },
+        { interceptors: [HungInterceptor] },
+      );
+      const client = new AbortController();
+      const hung = fetch(`${base}/charges`, {
+        method: 'POST',
+        headers: { 'idempotency-key': key('hung'), 'content-type': 'application/json' },
+        body: JSON.stringify({ amount: 100 }),
+        signal: client.signal,
+      }).catch(() => undefined);
+      // Without the deadline the transaction would wait for the response for ever, holding its connection.
+      await until(() => events.length === 1);
+      expect(events.map((e) => [e.outcome, e.status, e.code])).toEqual([['not-stored', 409, 'transaction-timed-out']]);
+      const open = await pool.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
+      );
+      expect(open.rows[0].n).toBe(0);
+      expect(await rows(key('hung'))).toBe(0);
+      client.abort();
+      await hung;
     });
 
     it('encryption: the record committed in the transaction is sealed, and replays', async () => {

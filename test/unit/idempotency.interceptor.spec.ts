@@ -30,7 +30,7 @@ function setup(routeOptions: object = {}) {
   const held = () => (leases as unknown as { held: Set<unknown> }).held.size;
   const ops = () => store.calls.map((c) => c[0]);
   const committed = () => store.calls.find((c) => c[0] === 'commit')?.[3] as { response: unknown } | undefined;
-  return { store, service, interceptor, res, req, context, held, ops, committed };
+  return { store, service, leases, interceptor, res, req, context, held, ops, committed };
 }
 
 const next = (source: Observable<unknown>): CallHandler => ({ handle: () => source });
@@ -376,6 +376,16 @@ describe("IdempotencyInterceptor: the module's own answers", () => {
     expect(res.statusCode).toBe(409);
     expect(res.getHeaders()).toEqual({ 'content-type': 'application/json; charset=utf-8', 'retry-after': '1' });
     expect(res.calls).toEqual([{ method: 'end', args: [Buffer.from('{"error":"idempotency-key in-flight; retry shortly"}')] }]);
+  });
+
+  it('answers a key with 503 shutting-down and Retry-After once the app drains, without touching the store', async () => {
+    const { interceptor, store, context, res, leases } = setup();
+    await leases.drain();
+    const thrown = await interceptor.intercept(context(), next(of(1))).catch((e: unknown) => e);
+    expect([(thrown as IdempotencyException).code, res.statusCode]).toEqual(['shutting-down', 503]);
+    expect(res.getHeaders()).toEqual({ 'content-type': 'application/json; charset=utf-8', 'retry-after': '1' });
+    expect(res.calls).toEqual([{ method: 'end', args: [Buffer.from('{"error":"the server is shutting down; retry shortly"}')] }]);
+    expect(store.calls).toEqual([]);
   });
 
   it("leaves an application's own error to the application's filters", async () => {

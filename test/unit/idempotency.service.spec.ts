@@ -1,7 +1,7 @@
 import { describe, expect, it, jest } from '@jest/globals';
 import fc from 'fast-check';
 import { parseItem } from 'structured-headers';
-import type { ExecutionContext } from '@nestjs/common';
+import { type ExecutionContext, Logger } from '@nestjs/common';
 import { IdempotencyException, type ResolvedRouteOptions, type StoredResponse } from '../../lib/index.js';
 import { IdempotentReplay } from '../../lib/exceptions/idempotent-replay.exception.js';
 import { functionTag } from '../../lib/utils/fingerprint-tag.util.js';
@@ -680,6 +680,30 @@ describe('IdempotencyService: commit and release', () => {
     expect(store.calls).toHaveLength(4);
     expect(settled).toBe(true);
     expect(log.errors).not.toHaveBeenCalled();
+  });
+
+  it('says when a retried commit landed, and when it found the key taken over instead', async () => {
+    jest.useFakeTimers({ now: 0 });
+    const logs = jest.spyOn(Logger.prototype, 'log').mockImplementation(() => undefined);
+    const { store, service } = setup();
+    let answers = [Promise.reject(new Error('down')), Promise.resolve(true)];
+    answers[0].catch(() => undefined);
+    store.commitAnswer = () => answers.shift()!;
+    await service.commit(activeClaim({ claimedAt: 0, leaseMs: 10_000 }), response);
+    await jest.advanceTimersByTimeAsync(100);
+    expect(logs.mock.calls).toEqual([['Pay.create: response stored after the commit was retried']]);
+    expect(log.warnings).not.toHaveBeenCalledWith(
+      'Pay.create: response not stored: the claim had expired and the key was taken over',
+    );
+    logs.mockClear();
+    answers = [Promise.reject(new Error('down')), Promise.resolve(false)];
+    answers[0].catch(() => undefined);
+    await service.commit(activeClaim({ claimedAt: 0, leaseMs: 10_000 }), response);
+    await jest.advanceTimersByTimeAsync(100);
+    expect(logs).not.toHaveBeenCalled();
+    expect(log.warnings).toHaveBeenCalledWith(
+      'Pay.create: response not stored: the claim had expired and the key was taken over',
+    );
   });
 
   it('gives a failed commit up once the lease is no longer surely held, or was lost', async () => {

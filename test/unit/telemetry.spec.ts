@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { type OpenTelemetryApi, Telemetry } from '../../lib/events/telemetry.js';
+import { errorType, type OpenTelemetryApi, Telemetry } from '../../lib/events/telemetry.js';
 
 /** Records what the module asks of the OpenTelemetry API: the instruments it creates and what they get. */
 function recordingApi(span?: { recording: boolean; attributes: object[] }) {
@@ -59,6 +59,21 @@ describe('Telemetry', () => {
         },
       ],
     ]);
+  });
+
+  it('an outcome without a route or method has no such attribute at all, not an undefined one', () => {
+    const { api, points } = recordingApi();
+    new Telemetry(api).outcome('evicted', undefined, undefined, 'InMemoryCache');
+    expect(Object.keys(points[0][2]).sort()).toEqual(['idempotency.outcome', 'idempotency.store']);
+  });
+
+  it("names a failure by the driver's code when it is a non-empty string, else by the error's class", () => {
+    expect(errorType(Object.assign(new Error('refused'), { code: 'ECONNREFUSED' }))).toBe('ECONNREFUSED');
+    expect(errorType(Object.assign(new TypeError('x'), { code: '' }))).toBe('TypeError');
+    expect(errorType(Object.assign(new RangeError('x'), { code: 57 }))).toBe('RangeError');
+    expect(errorType({ code: 57 })).toBe('_OTHER');
+    expect(errorType(null)).toBe('_OTHER');
+    expect(errorType(undefined)).toBe('_OTHER');
   });
 
   it('counts an outcome with the route and method it has, and none it has not', () => {
