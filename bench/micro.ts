@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { type IdempotencyRecord, InMemoryCache } from '../lib/index.js';
 import { requestFingerprint } from '../lib/utils/fingerprint.util.js';
-import { cacheKey, UNSCOPED } from '../lib/utils/key.util.js';
+import { storeKey, UNSCOPED } from '../lib/utils/key.util.js';
 
 /** Median of a few timed repetitions of `fn`, in ns per call. */
 function timeIt(fn: () => void, calls: number, reps = 7): number {
@@ -44,7 +44,7 @@ async function fill(cache: InMemoryCache, n: number): Promise<string[]> {
   const keys: string[] = [];
   for (let i = 0; i < n; i++) {
     // Built as the interceptor builds it, from a key as Node's HTTP parser hands it over.
-    const key = cacheKey('idem:', UNSCOPED, Buffer.from(randomUUID()).toString('latin1'));
+    const key = storeKey('idem:', UNSCOPED, Buffer.from(randomUUID()).toString('latin1'));
     const owner = randomUUID();
     await cache.claim(key, { owner, fingerprint: 'f', leaseMs: 60_000 });
     await cache.commit(key, owner, record(i), 86_400_000);

@@ -9,7 +9,7 @@ import type {
 } from './interfaces/idempotency-key-info.interface.js';
 import type { IdempotencyStore } from './interfaces/idempotency-store.interface.js';
 import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
-import { cacheKey, escapeScope, UNSCOPED } from './utils/key.util.js';
+import { storeKey, escapeScope, UNSCOPED } from './utils/key.util.js';
 
 /**
  * For support tools and runbooks: looks at a key, or forgets it so that the next request with it runs
@@ -25,7 +25,7 @@ export class IdempotencyAdmin {
 
   /** What the key holds, or `undefined` when nothing live: state, expiry, status and headers; the body only when asked. */
   async inspect(key: string, options: IdempotencyInspectOptions = {}): Promise<IdempotencyKeyInfo | undefined> {
-    const storeKey = this.cacheKey(key, options);
+    const storeKey = this.storeKey(key, options);
     const entry = await this.store('peek').peek!(storeKey);
     if (!entry) return undefined;
     const info = {
@@ -64,7 +64,7 @@ export class IdempotencyAdmin {
 
   /** Deletes the key's claim or record; `true` when there was one. */
   async forget(key: string, options: IdempotencyKeyTarget = {}): Promise<boolean> {
-    return this.store('forget').forget!(this.cacheKey(key, options));
+    return this.store('forget').forget!(this.storeKey(key, options));
   }
 
   private store(method: 'peek' | 'forget'): IdempotencyStore {
@@ -73,9 +73,9 @@ export class IdempotencyAdmin {
     return store;
   }
 
-  private cacheKey(key: string, { scope }: IdempotencyKeyTarget): string {
+  private storeKey(key: string, { scope }: IdempotencyKeyTarget): string {
     if (typeof key !== 'string' || key === '') throw new Error(CONFIG_ERRORS.adminKey);
     if (scope !== undefined && (typeof scope !== 'string' || scope === '')) throw new Error(CONFIG_ERRORS.adminScope);
-    return cacheKey(this.options.keyPrefix, scope === undefined ? UNSCOPED : escapeScope(scope), key);
+    return storeKey(this.options.keyPrefix, scope === undefined ? UNSCOPED : escapeScope(scope), key);
   }
 }

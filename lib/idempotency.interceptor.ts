@@ -112,7 +112,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       const detach = (why: string): void => {
         if (detached) return;
         detached = true;
-        recording.abandon();
+        recording.stop();
         this.logger.warn(LOGS.detached(claim.route, why));
       };
 
@@ -140,7 +140,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       next.handle().subscribe({
         next: (value) => {
           if (isStream(value)) {
-            recording.abandon();
+            recording.stop();
             giveUp(LOGS.returnedStream);
           }
           last = value;
@@ -149,7 +149,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
         // A thrown error frees the key before the error response goes out, so a retry runs again.
         error: (err: unknown) => {
           finished = true;
-          recording.abandon();
+          recording.stop();
           void settle(this.service.release(claim)).then(() => subscriber.error(err));
         },
         complete: () => {

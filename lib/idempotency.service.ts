@@ -16,7 +16,7 @@ import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfa
 import type { StoredResponse } from './interfaces/stored-response.interface.js';
 import { RecordBuilder } from './record.builder.js';
 import { RequestFingerprinter } from './request.fingerprinter.js';
-import { cacheKey } from './utils/key.util.js';
+import { storeKey } from './utils/key.util.js';
 
 /** What {@link IdempotencyService.begin} learns on the way that an outcome needs. */
 interface Seen {
@@ -94,7 +94,7 @@ export class IdempotencyService {
 
     const claim: ActiveClaim = {
       key,
-      cacheKey: cacheKey(keyPrefix, scope, key),
+      storeKey: storeKey(keyPrefix, scope, key),
       owner: randomUUID(),
       fingerprint,
       ttlMs: route.ttlMs,
@@ -109,12 +109,12 @@ export class IdempotencyService {
     let outcome;
     const startedAt = this.observer.now();
     try {
-      outcome = await store.claim(claim.cacheKey, { owner: claim.owner, fingerprint, leaseMs: route.leaseMs });
+      outcome = await store.claim(claim.storeKey, { owner: claim.owner, fingerprint, leaseMs: route.leaseMs });
     } catch (err) {
       seen.storeMs = this.observer.stored('claim', startedAt, err);
       // Fail closed: without the store there is no telling whether this key already ran.
       this.logger.error(LOGS.claimFailed(route.id, (err as Error).message));
-      this.abandon(claim);
+      this.releaseWhenAnswered(claim);
       throw IdempotencyException.of('store-unavailable', MESSAGES.unavailable);
     }
     claim.storeMs = seen.storeMs = this.observer.stored('claim', startedAt);
@@ -131,10 +131,10 @@ export class IdempotencyService {
         if (!this.fingerprints.matches(outcome.record.fingerprint, fingerprint, request, route)) {
           // A sealed record's fingerprint is authenticated with it: one altered in the store is
           // unreadable (503), not a reused key (422).
-          if (outcome.record.sealed) this.records.response(claim.cacheKey, outcome.record, route);
+          if (outcome.record.sealed) this.records.response(claim.storeKey, outcome.record, route);
           throw IdempotencyException.of('key-reused', MESSAGES.reused(headerName));
         }
-        throw new IdempotentReplay(this.records.response(claim.cacheKey, outcome.record, route));
+        throw new IdempotentReplay(this.records.response(claim.storeKey, outcome.record, route));
       case 'unreadable':
         throw this.records.unreadable(route, outcome.reason);
     }
@@ -169,7 +169,7 @@ export class IdempotencyService {
   private async tryCommit(claim: ActiveClaim, record: IdempotencyRecord): Promise<boolean | undefined> {
     const startedAt = this.observer.now();
     try {
-      const stored = await this.options.store.commit(claim.cacheKey, claim.owner, record, claim.ttlMs);
+      const stored = await this.options.store.commit(claim.storeKey, claim.owner, record, claim.ttlMs);
       claim.storeMs += this.observer.stored('commit', startedAt);
       return stored;
     } catch (err) {
@@ -218,7 +218,7 @@ export class IdempotencyService {
     const startedAt = this.observer.now();
     let failed: unknown;
     try {
-      await this.options.store.release(claim.cacheKey, claim.owner);
+      await this.options.store.release(claim.storeKey, claim.owner);
     } catch (err) {
       failed = err;
       this.logger.error(LOGS.releaseFailed(claim.route, (err as Error).message));
@@ -232,10 +232,10 @@ export class IdempotencyService {
    * block the key for a whole lease. Release it, fenced by its owner, as soon as the store answers:
    * retried with a doubling pause until it is answered or the lease would have run out anyway.
    */
-  private abandon(claim: ActiveClaim): void {
+  private releaseWhenAnswered(claim: ActiveClaim): void {
     const { store } = this.options;
     const attempt = (pause: number): void => {
-      store.release(claim.cacheKey, claim.owner).catch(() => {
+      store.release(claim.storeKey, claim.owner).catch(() => {
         if (Date.now() + pause - claim.claimedAt > claim.leaseMs) return;
         setTimeout(attempt, pause, pause * 2).unref();
       });

@@ -117,7 +117,7 @@ export class LeaseRenewer {
     const startedAt = this.observer.now();
     let answers: boolean[];
     try {
-      const owned = batch.map((c) => ({ key: c.cacheKey, owner: c.owner }));
+      const owned = batch.map((c) => ({ key: c.storeKey, owner: c.owner }));
       answers = store.renewAll
         ? await store.renewAll(owned, leaseMs)
         : await Promise.all(owned.map((c) => store.renew(c.key, c.owner, leaseMs)));

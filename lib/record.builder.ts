@@ -26,7 +26,7 @@ export class RecordBuilder {
    */
   record(claim: ActiveClaim, response: StoredResponse): IdempotencyRecord {
     const kept = response.body.length > this.options.maxResponseBytes ? this.tooLarge(claim, response) : response;
-    return this.sealer.record(claim.cacheKey, claim.fingerprint, kept);
+    return this.sealer.record(claim.storeKey, claim.fingerprint, kept);
   }
 
   /** The response of a record to replay: opened when sealed; one that cannot be opened is unreadable. */

@@ -98,7 +98,7 @@ export class TransactionRunner {
       const detach = (why: string): void => {
         if (detached) return;
         detached = true;
-        recording.abandon();
+        recording.stop();
         this.logger.warn(LOGS.detached(claim.route, why));
       };
 
@@ -161,7 +161,7 @@ export class TransactionRunner {
         else subscriber.complete();
         const record = await beforeLeaseEnds(final, claim);
         const startedAt = observer.now();
-        const done = await store.completeIn!(sql, claim.cacheKey, claim.owner, this.records.record(claim, record), claim.ttlMs);
+        const done = await store.completeIn!(sql, claim.storeKey, claim.owner, this.records.record(claim, record), claim.ttlMs);
         claim.storeMs += observer.stored('commit', startedAt);
         if (!done) throw new LeaseLost();
         completed = true;
@@ -177,16 +177,16 @@ export class TransactionRunner {
         .then((instead) => {
           if (handlerError && ROLLED_BACK.has(sqlState(handlerError.error))) {
             // The handler's own statement lost a serialization conflict or a deadlock: retryable.
-            recording.abandon();
+            recording.stop();
             const answered = IdempotencyException.of('not-committed', MESSAGES.notCommitted);
             answer(response, answered, this.options);
             subscriber.error(answered);
           } else if (handlerError) {
-            recording.abandon();
+            recording.stop();
             subscriber.error(handlerError.error);
           } else if (!started) {
             detached = true; // no handler ran: nothing to wait for once the error is out
-            recording.abandon();
+            recording.stop();
             const answered = unavailable();
             answer(response, answered, this.options);
             subscriber.error(answered);

@@ -18,7 +18,7 @@ export interface RecorderHooks {
 /** Handle on one recording. */
 export interface ResponseRecording {
   /** Stops recording; the response goes out untouched. */
-  abandon(): void;
+  stop(): void;
 }
 
 function toBuffer(chunk: unknown, encoding: unknown): Buffer {
@@ -209,5 +209,5 @@ export function recordResponse(
       return recordEnd(recording, this, chunk, encoding, callback);
     } as ServerResponse['end'];
   }
-  return { abandon: () => stop(recording) };
+  return { stop: () => stop(recording) };
 }

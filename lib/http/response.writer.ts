@@ -6,7 +6,7 @@ const returnThis = function (this: unknown) {
   return this;
 };
 
-function sealed(result: (self: unknown) => unknown) {
+function ignored(result: (self: unknown) => unknown) {
   return function (this: unknown, ...args: unknown[]) {
     // Whoever waits on a write's callback must not wait for ever: call it, as for a finished write.
     const callback = args.find((a) => typeof a === 'function') as (() => void) | undefined;
@@ -15,16 +15,16 @@ function sealed(result: (self: unknown) => unknown) {
   };
 }
 
-const SEALED_RAW = {
+const LOCKED_RAW = {
   setHeader: returnThis,
   appendHeader: returnThis,
   removeHeader: returnThis,
   writeHead: returnThis,
   flushHeaders: returnThis,
-  write: sealed(() => true),
-  end: sealed((self) => self),
+  write: ignored(() => true),
+  end: ignored((self) => self),
 };
-const SEALED_REPLY = {
+const LOCKED_REPLY = {
   code: returnThis,
   status: returnThis,
   header: returnThis,
@@ -34,7 +34,7 @@ const SEALED_REPLY = {
 };
 
 /**
- * Sends `response` as the final answer, then seals the response: whatever a filter, an interceptor
+ * Sends `response` as the final answer, then locks the response: whatever a filter, an interceptor
  * or the framework writes after it (an application's catch-all filter answering the exception the
  * interceptor throws next) changes nothing. Headers already on the response (set by middleware for
  * this request: CORS, a request id) stay unless `response` has its own value for them.
@@ -45,7 +45,7 @@ export function sendFinal(res: object, response: StoredResponse, extraHeaders: R
     for (const name of Object.keys(response.headers)) res.header(name, response.headers[name]);
     for (const name of Object.keys(extraHeaders)) res.header(name, extraHeaders[name]);
     res.send(response.body.length > 0 ? response.body : undefined);
-    Object.assign(res, SEALED_REPLY);
+    Object.assign(res, LOCKED_REPLY);
     return;
   }
   const raw = res as ServerResponse;
@@ -53,5 +53,5 @@ export function sendFinal(res: object, response: StoredResponse, extraHeaders: R
   for (const name of Object.keys(response.headers)) raw.setHeader(name, response.headers[name]);
   for (const name of Object.keys(extraHeaders)) raw.setHeader(name, extraHeaders[name]);
   raw.end(response.body);
-  Object.assign(raw, SEALED_RAW);
+  Object.assign(raw, LOCKED_RAW);
 }

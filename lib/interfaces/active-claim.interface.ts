@@ -3,7 +3,7 @@ export interface ActiveClaim {
   /** The key as the client sent it (validated). */
   readonly key: string;
   /** The key in the store: prefix, escaped scope and key. */
-  readonly cacheKey: string;
+  readonly storeKey: string;
   /** Random token that fences every later store call to this claim. */
   readonly owner: string;
   readonly fingerprint: string;

@@ -63,6 +63,6 @@ export const UNSCOPED = '%';
  * `<prefix><scope>:<key>`. The scope segment holds no `:`, so the first `:` after the prefix splits
  * it from the key, and (prefix, scope, key) maps to one cache key and back.
  */
-export function cacheKey(prefix: string, escapedScope: string, key: string): string {
+export function storeKey(prefix: string, escapedScope: string, key: string): string {
   return `${prefix}${escapedScope}:${key}`;
 }

@@ -3,7 +3,7 @@ import { Body, Controller, type INestApplication, Param, Post, Put } from '@nest
 import fc from 'fast-check';
 import request from 'supertest';
 import { IdempotencyModule, Idempotent, InMemoryCache } from '../../lib/index.js';
-import { escapeScope, cacheKey, UNSCOPED } from '../../lib/utils/key.util.js';
+import { escapeScope, storeKey, UNSCOPED } from '../../lib/utils/key.util.js';
 import { ADAPTERS, listen, startApp } from '../support/app.js';
 import { rawRequest } from '../support/raw-http.js';
 import { anyChar, type GeneratedRequest, type Pair, queryString, requestArbitrary, SEED } from '../support/arbitraries.js';
@@ -139,7 +139,7 @@ describe.each(ADAPTERS)('property: client-controlled inputs on %s', (adapter) =>
         const expected = expectedForScope(s);
         expect(res.status).toBe(expected.status);
         if (expected.body) expect(res.text).toBe(expected.body);
-        else expect(cache.get(cacheKey(PREFIX, escapeScope(s), key))).toBeDefined();
+        else expect(cache.get(storeKey(PREFIX, escapeScope(s), key))).toBeDefined();
       }),
       { seed: SEED, numRuns: RUNS },
     );
@@ -231,8 +231,8 @@ describe('property: the fingerprint and the key space', () => {
     const pair = fc.tuple(fc.option(text, { nil: undefined }), text);
     fc.assert(
       fc.property(pair, pair, ([s1, k1], [s2, k2]) => {
-        const c1 = cacheKey(PREFIX, s1 === undefined ? UNSCOPED : escapeScope(s1), k1);
-        const c2 = cacheKey(PREFIX, s2 === undefined ? UNSCOPED : escapeScope(s2), k2);
+        const c1 = storeKey(PREFIX, s1 === undefined ? UNSCOPED : escapeScope(s1), k1);
+        const c2 = storeKey(PREFIX, s2 === undefined ? UNSCOPED : escapeScope(s2), k2);
         return (c1 === c2) === (s1 === s2 && k1 === k2);
       }),
       { seed: SEED, numRuns: 5000 },

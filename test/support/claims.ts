@@ -6,7 +6,7 @@ export function activeClaim(over: Partial<ActiveClaim> = {}): ActiveClaim {
   const claimedAt = over.claimedAt ?? Date.now();
   return {
     key: 'k',
-    cacheKey: 'idem:%:k',
+    storeKey: 'idem:%:k',
     owner: 'me',
     fingerprint: 'fp',
     ttlMs: 500,

@@ -352,7 +352,7 @@ describe('IdempotencyInterceptor: a chain torn down or answered before the handl
 describe("IdempotencyInterceptor: the module's own answers", () => {
   spyOnLogger();
   destroyProtocolsAfterEach();
-  it('writes a replay and seals the response before throwing it on', async () => {
+  it('writes a replay and locks the response before throwing it on', async () => {
     const { interceptor, store, context, res } = setup();
     const stored = { status: 201, headers: { 'content-type': 'application/json' }, body: Buffer.from('{"id":1}') };
     store.claimAnswer = async () => ({ state: 'completed', record: { fingerprint: await fingerprintOf(), response: stored } });

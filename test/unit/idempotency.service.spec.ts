@@ -86,7 +86,7 @@ describe('IdempotencyService.begin: the key', () => {
     const fingerprint = requestFingerprint('POST', '/pay?b=2&a=1', { amount: 1 }, 'Pay.create');
     expect(claim).toEqual({
       key: 'k-1',
-      cacheKey: 'idem:%:k-1',
+      storeKey: 'idem:%:k-1',
       owner: expect.stringMatching(UUID),
       fingerprint,
       ttlMs: 77,
@@ -182,9 +182,9 @@ describe('IdempotencyService.begin: a key sent as a Structured Field String', ()
     const quoted = (await service.begin(request('"k-1"'), context, route()))!;
     const bare = (await service.begin(request('k-1'), context, route()))!;
     expect(quoted.key).toBe('k-1');
-    expect(quoted.cacheKey).toBe(bare.cacheKey);
+    expect(quoted.storeKey).toBe(bare.storeKey);
     const escaped = (await service.begin(request('"a\\"b"'), context, route()))!;
-    expect(escaped.cacheKey).toBe('idem:%:a"b');
+    expect(escaped.storeKey).toBe('idem:%:a"b');
     expect(store.calls.map((c) => c[1])).toEqual(['idem:%:k-1', 'idem:%:k-1', 'idem:%:a"b']);
   });
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import fc from 'fast-check';
 import { parseItem, serializeItem } from 'structured-headers';
-import { cacheKey, decodeKey, escapeScope, keyViolation, UNSCOPED } from '../../lib/utils/key.util.js';
+import { storeKey, decodeKey, escapeScope, keyViolation, UNSCOPED } from '../../lib/utils/key.util.js';
 import { SEED } from '../support/arbitraries.js';
 
 describe('key decoding (Structured Field String, RFC 9651 §3.3.3)', () => {
@@ -88,8 +88,8 @@ describe('key validation', () => {
 
 describe('cache key', () => {
   it('keeps a plain scope and the key literal', () => {
-    expect(cacheKey('idem:', escapeScope('acct_42'), 'tx-1')).toBe('idem:acct_42:tx-1');
-    expect(cacheKey('idem:', UNSCOPED, 'a:b')).toBe('idem:%:a:b');
+    expect(storeKey('idem:', escapeScope('acct_42'), 'tx-1')).toBe('idem:acct_42:tx-1');
+    expect(storeKey('idem:', UNSCOPED, 'a:b')).toBe('idem:%:a:b');
   });
 
   it('maps distinct (scope, key) pairs to distinct cache keys', () => {
@@ -97,7 +97,7 @@ describe('cache key', () => {
     const seen = new Map<string, string>();
     for (const scope of [undefined, ...parts]) {
       for (const key of parts) {
-        const k = cacheKey('idem:', scope === undefined ? UNSCOPED : escapeScope(scope), key);
+        const k = storeKey('idem:', scope === undefined ? UNSCOPED : escapeScope(scope), key);
         const pair = JSON.stringify([scope ?? null, key]);
         expect(seen.get(k) ?? pair).toBe(pair);
         seen.set(k, pair);

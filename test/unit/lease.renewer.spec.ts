@@ -12,7 +12,7 @@ describe('LeaseRenewer', () => {
   it('renews every held claim each third of the lease, with one timer, until unheld', async () => {
     jest.useFakeTimers();
     const { store, leases } = setup({ leaseMs: 10 });
-    const other = { ...claim, cacheKey: 'idem:%:k2', owner: 'you' };
+    const other = { ...claim, storeKey: 'idem:%:k2', owner: 'you' };
     leases.hold(claim);
     leases.hold(other);
     expect(jest.getTimerCount()).toBe(1);
@@ -46,7 +46,7 @@ describe('LeaseRenewer', () => {
         return claims.map((c) => c.owner !== 'gone');
       },
     });
-    const held = Array.from({ length: 50 }, (_, i) => ({ ...claim, cacheKey: `idem:%:k${i}`, owner: `o${i}` }));
+    const held = Array.from({ length: 50 }, (_, i) => ({ ...claim, storeKey: `idem:%:k${i}`, owner: `o${i}` }));
     for (const c of held) leases.hold(c);
     await jest.advanceTimersByTimeAsync(10);
     expect(batches).toHaveLength(1);
@@ -117,7 +117,7 @@ describe('LeaseRenewer', () => {
     jest.useFakeTimers();
     const { store, leases } = setup({ leaseMs: 3 });
     const settling = activeClaim({ owner: 'a' });
-    const unheld = activeClaim({ owner: 'b', cacheKey: 'idem:%:b' });
+    const unheld = activeClaim({ owner: 'b', storeKey: 'idem:%:b' });
     leases.hold(settling);
     leases.hold(unheld);
     store.renewAnswer = () =>

@@ -200,14 +200,14 @@ describe.each<Mode>(['by prototype', 'own methods'])('recordResponse, methods %s
     expect(stored).toEqual([]);
   });
 
-  it('abandon() restores the response and records nothing; a second abandon() changes nothing', () => {
+  it('stop() restores the response and records nothing; a second stop() changes nothing', () => {
     const { res, originals, stored, recording } = recorder();
-    recording.abandon();
+    recording.stop();
     expectPutBack(res, originals);
     res.raw.end('x');
     expect(stored).toEqual([]);
     res.end = (() => 'replaced by someone else') as never;
-    recording.abandon();
+    recording.stop();
     expect((res.end as unknown as () => string)()).toBe('replaced by someone else');
   });
 
@@ -299,7 +299,7 @@ describe('recordResponse, how it stands in for the methods', () => {
     expect(Object.getPrototypeOf(proto)).toBe(FakeResponse.prototype);
     expect(Object.getPrototypeOf(b)).toBe(proto);
     a.raw.end('x');
-    recordingB.abandon();
+    recordingB.stop();
     b.raw.writeHead(201);
     b.raw.write('w');
     b.raw.end('y');
@@ -330,7 +330,7 @@ describe('recordResponse, how it stands in for the methods', () => {
     );
     const [writeHead, write, end] = [res.raw.writeHead, res.raw.write, res.raw.end] as ((...a: unknown[]) => unknown)[];
     Object.setPrototypeOf(res, Other.prototype);
-    recording.abandon();
+    recording.stop();
     writeHead.call(res.raw, 202);
     write.call(res.raw, 'a');
     end.call(res.raw, 'b');
@@ -353,7 +353,7 @@ describe('recordResponse, how it stands in for the methods', () => {
     );
     expect(Object.getPrototypeOf(res)).toBe(ServerResponse.prototype);
     expect(['writeHead', 'write', 'end'].map((name) => Object.hasOwn(res, name))).toEqual([true, true, true]);
-    recording.abandon();
+    recording.stop();
     expect(res.end).toBe(ServerResponse.prototype.end);
     expect(res.write).toBe(ServerResponse.prototype.write);
     expect(res.writeHead).toBe(ServerResponse.prototype.writeHead);
@@ -385,7 +385,7 @@ describe('recordResponse, how it stands in for the methods', () => {
       );
       expect(Object.getPrototypeOf(res)).toBe(FakeResponse.prototype);
       expect(['writeHead', 'write', 'end'].every((m) => Object.hasOwn(res, m))).toBe(true);
-      recording.abandon();
+      recording.stop();
       expect(res[name]).toBe(wrapper);
       recordResponse(
         res.raw,

@@ -58,7 +58,7 @@ describe('sendFinal', () => {
     expect(res.calls).toEqual([{ method: 'end', args: [stored.body] }]);
   });
 
-  it('seals a Node response: nothing written after it changes what was sent', async () => {
+  it('locks a Node response: nothing written after it changes what was sent', async () => {
     const res = new FakeResponse();
     sendFinal(res, stored, {});
     const raw = res.raw as unknown as Record<string, (...a: unknown[]) => unknown>;
@@ -79,7 +79,7 @@ describe('sendFinal', () => {
     expect(called).toBe(2);
   });
 
-  it('goes through the Fastify reply, in order, sending no payload for an empty body, then seals it', () => {
+  it('goes through the Fastify reply, in order, sending no payload for an empty body, then locks it', () => {
     const reply = new FakeReply();
     sendFinal(reply, stored, { 'x-extra': '1' });
     expect(reply.calls).toEqual([
