@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { MAX_TIMER_MS } from '../idempotency.constants.js';
-import { CONFIG_ERRORS, STORE_ERRORS } from '../idempotency.messages.js';
+import { CONFIG_ERRORS } from '../idempotency.messages.js';
 import type {
   ClaimOutcome,
   IdempotencyClaim,
@@ -19,7 +19,9 @@ import {
   type SqliteStatementLike,
   type SqliteStoreOptions,
 } from './sqlite-store.options.js';
+import { lentWait, SYNC_BUSY_MS, whileBusy } from './sqlite.locks.js';
 import { sqliteSchemaSql } from './sqlite.schema.js';
+import { verifySqliteTable } from './sqlite.verifier.js';
 import { held, type HeldRow } from './sql.rows.js';
 import { encodeRecord } from './store-value.codec.js';
 
@@ -36,50 +38,6 @@ interface Statements {
   renewAll: (claims: readonly OwnedKey[], until: number, now: number) => boolean[];
   /** Runs one synchronous piece of work with SQLite's own lock wait cut short. */
   briefly: <T>(work: () => T) => T;
-}
-
-/** The columns (and declared types) the store reads and writes. */
-const SQLITE_COLUMNS: Readonly<Record<string, string>> = {
-  key: 'TEXT',
-  fingerprint: 'TEXT',
-  state: 'INTEGER',
-  owner: 'TEXT',
-  expires_at: 'INTEGER',
-  record: 'BLOB',
-};
-
-/**
- * How long SQLite itself waits for a lock, in ms. better-sqlite3 waits synchronously, stalling
- * every other request of the process; past this the store waits asynchronously and tries again.
- */
-const SYNC_BUSY_MS = 5;
-/** The longest pause between two tries of a locked statement. */
-const MAX_BUSY_PAUSE_MS = 50;
-
-/**
- * Cuts the lock wait of a connection the application owns to `wait` ms for the store's own work
- * only, then gives the application its setting back: the sample's payment insert on the same
- * connection kept failing with SQLITE_BUSY once the store had lowered its 5 s wait for good. All of
- * it is synchronous, so no statement of the application runs in between.
- */
-function lentWait(db: SqliteDatabaseLike, wait: number): <T>(work: () => T) => T {
-  const read = db.prepare('PRAGMA busy_timeout');
-  return (work) => {
-    const own = (read.get() as { timeout: number }).timeout;
-    // Through pragma() each time, not a statement prepared once: SQLite applies this pragma while
-    // compiling it, so running a prepared one again changes nothing.
-    db.pragma(`busy_timeout = ${wait}`);
-    try {
-      return work();
-    } finally {
-      db.pragma(`busy_timeout = ${own}`);
-    }
-  };
-}
-
-function isBusy(err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED'));
 }
 
 /**
@@ -126,7 +84,7 @@ export class SqliteStore implements IdempotencyStore {
   /** A read of the table, after checking it is the table this release needs. */
   async ping(): Promise<void> {
     const s = await this.statements();
-    this.verify(this.db!);
+    verifySqliteTable(this.db!, this.table);
     await this.locked(() => s.peek.get('', this.now()));
   }
 
@@ -176,22 +134,10 @@ export class SqliteStore implements IdempotencyStore {
     return deleted;
   }
 
-  /**
-   * Runs `work` (one synchronous statement or transaction); while another connection holds the
-   * lock, tries again after a pause that doubles, for `busyTimeoutMs` in all. The waiting is
-   * asynchronous: one locked key never stalls the other requests of the process.
-   */
+  /** Runs `work` on the statements, waiting out another connection's lock (see {@link whileBusy}). */
   private async locked<T>(work: (s: Statements) => T): Promise<T> {
     const s = await this.statements();
-    const deadline = Date.now() + this.busyTimeoutMs;
-    for (let pause = 1; ; pause = Math.min(pause * 2, MAX_BUSY_PAUSE_MS)) {
-      try {
-        return s.briefly(() => work(s));
-      } catch (err) {
-        if (!isBusy(err) || Date.now() + pause > deadline) throw err;
-      }
-      await new Promise((r) => setTimeout(r, pause));
-    }
+    return whileBusy(() => s.briefly(() => work(s)), this.busyTimeoutMs);
   }
 
   /** Stops the sweep; closes the database only when this store opened it. */
@@ -217,7 +163,7 @@ export class SqliteStore implements IdempotencyStore {
     // connection keeps the application's setting, except while the store's own statements run.
     if (!this.options.database) db.pragma(`busy_timeout = ${this.busyTimeoutMs}`);
     if (this.options.createSchema !== false) db.exec(this.schemaSql());
-    this.verify(db);
+    verifySqliteTable(db, this.table);
     if (!this.options.database) db.pragma(`busy_timeout = ${wait}`);
     const briefly = this.options.database ? lentWait(db, wait) : <T>(work: () => T): T => work();
     const t = `"${this.table}"`;
@@ -254,29 +200,6 @@ export class SqliteStore implements IdempotencyStore {
       renewAll: (claims, until, now) => renewAll.immediate(claims, until, now),
       briefly,
     };
-  }
-
-  /**
-   * Refuses a table this release cannot work with (made by hand or by an older migration): a wrong
-   * or missing column, or no primary key on `key` alone.
-   */
-  private verify(db: SqliteDatabaseLike): void {
-    const columns = db.prepare(`SELECT name, type, pk FROM pragma_table_info(?)`).all(this.table) as {
-      name: string;
-      type: string;
-      pk: number;
-    }[];
-    const problems: string[] = [];
-    if (columns.length === 0) problems.push(STORE_ERRORS.noTable);
-    else {
-      const found = new Map(columns.map((c) => [c.name, c]));
-      for (const [name, type] of Object.entries(SQLITE_COLUMNS)) {
-        const got = found.get(name)?.type.toUpperCase();
-        if (got !== type) problems.push(STORE_ERRORS.column(name, type, got));
-      }
-      if (found.get('key')?.pk !== 1 || columns.some((c) => c.pk > 1)) problems.push(STORE_ERRORS.noPrimaryKey);
-    }
-    if (problems.length) throw new Error(STORE_ERRORS.schemaMismatch('SqliteStore', `"${this.table}"`, problems));
   }
 
   private async openFile(filename: string): Promise<SqliteDatabaseLike> {
