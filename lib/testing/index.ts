@@ -1,3 +1,4 @@
 // The `nestjs-idempotency/testing` entry: what a store of your own, or your app's tests, need.
-export { storeContract, sampleRecord } from './store-contract.suite.js';
-export type { ContractFramework, OptionalStoreMethod, StoreContractOptions } from './store-contract.suite.js';
+export { storeContract } from './store-contract.suite.js';
+export { sampleRecord } from './store-contract.assertions.js';
+export type { ContractFramework, OptionalStoreMethod, StoreContractOptions } from './store-contract.options.js';

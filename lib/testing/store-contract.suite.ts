@@ -1,68 +1,8 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import type { IdempotencyRecord, IdempotencyStore } from '../interfaces/idempotency-store.interface.js';
-
-/** The two functions of a test framework the suite needs: jest, vitest and `node:test` all have them. */
-export interface ContractFramework {
-  describe(name: string, body: () => void): unknown;
-  it(name: string, body: () => Promise<void>): unknown;
-}
-
-/** The store methods the module calls only when present; the suite tests each one the store has. */
-export type OptionalStoreMethod = 'ping' | 'peek' | 'forget' | 'renewAll';
-
-/** Options of {@link storeContract}. */
-export interface StoreContractOptions {
-  /** Shown in the suite's name: `store contract: <name>`. Default `'store'`. */
-  name?: string;
-  /** Called by the suite's last test, e.g. to close the store's connection. */
-  close?: (store: IdempotencyStore) => Promise<void> | void;
-  /**
-   * Optional methods your store does not implement. Without them, the module works without the
-   * health check (`ping`), the admin service (`peek`, `forget`) or batched renewal (`renewAll`). A
-   * method neither implemented nor listed here fails the suite: forgetting one is a mistake.
-   */
-  without?: readonly OptionalStoreMethod[];
-  /**
-   * Writes `value` under `key` as the store keeps a record, bypassing its codec, to check that a
-   * record in a newer format is never replayed nor taken over. Without it, that test is left out.
-   */
-  plant?: (store: IdempotencyStore, key: string, value: Buffer, ttlMs: number) => Promise<void>;
-}
-
-/** Binary, newlines and non-ASCII: what a store must keep byte for byte. */
-export const sampleRecord = (fingerprint: string): IdempotencyRecord => ({
-  fingerprint,
-  response: {
-    status: 402,
-    headers: { 'content-type': 'application/octet-stream', location: '/p/1', 'x-multi': ['a', 'b'], 'x-text': 'ü\n?' },
-    body: Buffer.from([0, 10, 13, 0x52, 0x43, 0xff, 0xfe, 10, 0x7b]),
-  },
-});
-
-/** Within 1.5 s of when it should be: the store's clock may be another machine's. */
-function near(actual: number, expected: number, what: string): void {
-  assert.ok(Math.abs(actual - expected) < 1500, `${what} is ${actual}, ${actual - expected} ms from ${expected}`);
-}
-
-const METHODS: readonly OptionalStoreMethod[] = ['ping', 'peek', 'forget', 'renewAll'];
-
-const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
-/** Deep equality where an absent and an undefined property are the same, as stores may differ there. */
-function same(actual: unknown, expected: unknown): void {
-  const plain = (value: unknown): unknown =>
-    value === null || typeof value !== 'object' || Buffer.isBuffer(value)
-      ? value
-      : Array.isArray(value)
-        ? value.map(plain)
-        : Object.fromEntries(
-            Object.entries(value)
-              .filter(([, v]) => v !== undefined)
-              .map(([k, v]) => [k, plain(v)]),
-          );
-  assert.deepStrictEqual(plain(actual), plain(expected));
-}
+import type { IdempotencyStore } from '../interfaces/idempotency-store.interface.js';
+import { near, pause, same, sampleRecord } from './store-contract.assertions.js';
+import { OPTIONAL_METHODS, type ContractFramework, type StoreContractOptions } from './store-contract.options.js';
 
 /**
  * The contract every {@link IdempotencyStore} must keep, as a test suite: the one this package's four
@@ -81,7 +21,7 @@ export function storeContract(
   options: StoreContractOptions = {},
 ): void {
   const { plant, close, without = [] } = options;
-  const has = (method: OptionalStoreMethod) => !without.includes(method);
+  const has = (method: (typeof OPTIONAL_METHODS)[number]) => !without.includes(method);
   framework.describe(`store contract: ${options.name ?? 'store'}`, () => {
     let store: IdempotencyStore;
     let opening: Promise<IdempotencyStore> | undefined;
@@ -97,13 +37,10 @@ export function storeContract(
     test('has the methods the module calls, and every optional one it does not declare missing', async () => {
       for (const method of ['claim', 'commit', 'release', 'renew'] as const)
         assert.equal(typeof store[method], 'function', `the store has no ${method}()`);
-      for (const method of METHODS)
-        if (has(method))
-          assert.equal(
-            typeof store[method],
-            'function',
-            `the store has no ${method}(): implement it, or pass without: ['${method}']`,
-          );
+      for (const method of OPTIONAL_METHODS) {
+        const hint = `the store has no ${method}(): implement it, or pass without: ['${method}']`;
+        if (has(method)) assert.equal(typeof store[method], 'function', hint);
+      }
     });
 
     if (has('ping'))

@@ -1,0 +1,32 @@
+import type { IdempotencyStore } from '../interfaces/idempotency-store.interface.js';
+
+/** The two functions of a test framework the suite needs: jest, vitest and `node:test` all have them. */
+export interface ContractFramework {
+  describe(name: string, body: () => void): unknown;
+  it(name: string, body: () => Promise<void>): unknown;
+}
+
+/** The store methods the module calls only when present; the suite tests each one the store has. */
+export type OptionalStoreMethod = 'ping' | 'peek' | 'forget' | 'renewAll';
+
+/** Options of {@link storeContract}. */
+export interface StoreContractOptions {
+  /** Shown in the suite's name: `store contract: <name>`. Default `'store'`. */
+  name?: string;
+  /** Called by the suite's last test, e.g. to close the store's connection. */
+  close?: (store: IdempotencyStore) => Promise<void> | void;
+  /**
+   * Optional methods your store does not implement. Without them, the module works without the
+   * health check (`ping`), the admin service (`peek`, `forget`) or batched renewal (`renewAll`). A
+   * method neither implemented nor listed here fails the suite: forgetting one is a mistake.
+   */
+  without?: readonly OptionalStoreMethod[];
+  /**
+   * Writes `value` under `key` as the store keeps a record, bypassing its codec, to check that a
+   * record in a newer format is never replayed nor taken over. Without it, that test is left out.
+   */
+  plant?: (store: IdempotencyStore, key: string, value: Buffer, ttlMs: number) => Promise<void>;
+}
+
+/** Every optional method, in the order the suite checks them. */
+export const OPTIONAL_METHODS: readonly OptionalStoreMethod[] = ['ping', 'peek', 'forget', 'renewAll'];
