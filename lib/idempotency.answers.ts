@@ -1,4 +1,4 @@
-import { Logger, StreamableFile } from '@nestjs/common';
+import { Logger } from '@nestjs/common';
 import { STATUS_CODES } from 'node:http';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
 import { IdempotentReplay } from './exceptions/idempotent-replay.exception.js';
@@ -11,14 +11,6 @@ const JSON_TYPE = { 'content-type': 'application/json; charset=utf-8' };
 const PROBLEM_TYPE = { 'content-type': 'application/problem+json' };
 const NONE = {};
 const logger = new Logger('Idempotency');
-
-/** Whether a handler's value is a stream, which cannot be recorded. */
-export function isStream(value: unknown): boolean {
-  return (
-    value instanceof StreamableFile ||
-    (typeof value === 'object' && value !== null && typeof (value as { pipe?: unknown }).pipe === 'function')
-  );
-}
 
 /** How the module's errors are written: the options that decide it. */
 export type ErrorOptions = Pick<ResolvedIdempotencyOptions, 'errorFormat' | 'problemTypeBaseUrl' | 'errorBody'>;

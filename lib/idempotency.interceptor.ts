@@ -2,13 +2,10 @@ import { type CallHandler, type ExecutionContext, Injectable, Logger, type NestI
 import { Observable } from 'rxjs';
 import { rememberKey } from './http/request-key.store.js';
 import type { HttpRequestLike } from './http/request.reader.js';
-import { identityOf } from './http/identity-body.js';
-import { recordResponse } from './http/response.recorder.js';
-import { currentHeaders, isFastifyReply, rawResponse, setHeader } from './http/response.adapter.js';
-import type { HeaderSnapshot } from './http/stored-headers.js';
-import { renderValue } from './http/value.renderer.js';
+import { HandlerRun, responseStart } from './http/handler.run.js';
+import { setHeader } from './http/response.adapter.js';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
-import { answer, isStream } from './idempotency.answers.js';
+import { answer } from './idempotency.answers.js';
 import { SAFE_METHODS } from './idempotency.constants.js';
 import { LOGS } from './idempotency.messages.js';
 import { IdempotencyService } from './idempotency.service.js';
@@ -73,20 +70,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   private run(claim: ActiveClaim, response: object, next: CallHandler): Observable<unknown> {
-    const raw = rawResponse(response);
-    const adapter = isFastifyReply(response) ? 'fastify' : 'express';
-    const before: HeaderSnapshot = currentHeaders(response);
-    const statusBefore = raw.statusCode;
+    const start = responseStart(response);
     this.leases.hold(claim);
 
     // One subscriber rather than a chain of operators: this runs on every decorated request.
     return new Observable<unknown>((subscriber) => {
-      let finished = false; // the handler completed or failed
-      let detached = false; // the chain around it was torn down, or answered, first
       let settled = false; // the key was committed, released or given up
-      let last: unknown; // the handler's result: Nest sends the last value
-      let status = 0;
-      let headers: Record<string, unknown> = {};
 
       const unhold = (): void => this.leases.unhold(claim);
       const settle = (work: Promise<void>): Promise<void> => {
@@ -105,69 +94,32 @@ export class IdempotencyInterceptor implements NestInterceptor {
       };
       // The handler's own result, as its adapter would have sent it. A stream has been given up
       // on already, as it was emitted.
-      const storeResult = (): Promise<void> => {
-        if (settled) return Promise.resolve();
-        return commit(renderValue(last, status, headers, before, adapter));
-      };
-      const detach = (why: string): void => {
-        if (detached) return;
-        detached = true;
-        recording.stop();
-        this.logger.warn(LOGS.detached(claim.route, why));
-      };
+      const storeResult = (): Promise<void> => (settled ? Promise.resolve() : commit(run.rendered()));
 
-      const recording = recordResponse(raw, before, {
-        onEnd: (stored: StoredResponse) => {
-          if (!finished) {
-            // An answer from outside the handler (a timeout middleware, Fastify's handlerTimeout).
-            detach(LOGS.answeredOutside);
-            return Promise.resolve();
-          }
-          // An outer layer failed after the handler succeeded: what goes out is its error, which is
-          // never stored; a retry gets the handler's result.
-          if (stored.status >= 400 && stored.status !== status) return storeResult();
-          return commit(adapter === 'fastify' ? identityOf(stored) : stored);
-        },
-        // A compression plugin on Fastify (@fastify/compress) streams the encoded body: the handler's
-        // value, rendered as Fastify serialises it, is the identity representation to store; a replay
-        // goes through the reply, and the plugin encodes it as the retry negotiates.
-        onStream: () =>
-          adapter === 'fastify' && finished && !isStream(last) && raw.getHeader('content-encoding') !== undefined
-            ? void storeResult()
-            : giveUp(LOGS.streamed),
+      const run = new HandlerRun(start, claim.route, this.logger, {
+        ended: commit,
+        // A compressed Fastify reply is stored as its handler's value; a replay goes through the
+        // reply, and the plugin encodes it as the retry negotiates.
+        streamed: () => (run.encodedByFastify() ? void storeResult() : giveUp(LOGS.streamed)),
       });
 
-      next.handle().subscribe({
-        next: (value) => {
-          if (isStream(value)) {
-            recording.stop();
-            giveUp(LOGS.returnedStream);
-          }
-          last = value;
-          subscriber.next(value);
+      run.subscribe(next, subscriber, {
+        stream: () => {
+          run.stop();
+          giveUp(LOGS.returnedStream);
+          return true;
         },
         // A thrown error frees the key before the error response goes out, so a retry runs again.
-        error: (err: unknown) => {
-          finished = true;
-          recording.stop();
+        error: (err) => {
+          run.stop();
           void settle(this.service.release(claim)).then(() => subscriber.error(err));
         },
         complete: () => {
-          finished = true;
-          // Once the response has gone out (an outer answer), the handler's part of it is unknown.
-          status = raw.headersSent ? statusBefore : raw.statusCode;
-          headers = raw.headersSent ? {} : currentHeaders(response);
-          if (detached) void storeResult();
+          if (run.detached) void storeResult();
           subscriber.complete();
         },
       });
-      return () => {
-        if (finished) return;
-        // Torn down first: Nest drops an Observable handler's chain when the client goes away, and
-        // an outer timeout unsubscribes. The handler's side effects may have happened already, so
-        // it is not cancelled: it finishes, and its result is what a retry gets.
-        detach(LOGS.abandoned);
-      };
+      return run.teardown;
     });
   }
 }

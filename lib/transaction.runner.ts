@@ -1,11 +1,8 @@
 import { type CallHandler, Inject, Injectable, Logger } from '@nestjs/common';
 import { Observable } from 'rxjs';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
-import { currentHeaders, isFastifyReply, rawResponse } from './http/response.adapter.js';
-import { identityOf } from './http/identity-body.js';
-import { recordResponse } from './http/response.recorder.js';
-import { renderValue } from './http/value.renderer.js';
-import { answer, errorResponse, isStream } from './idempotency.answers.js';
+import { HandlerRun, responseStart } from './http/handler.run.js';
+import { answer, errorResponse } from './idempotency.answers.js';
 import { IdempotencyObserver } from './events/idempotency.observer.js';
 import { OutcomeReporter } from './events/outcome.reporter.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
@@ -76,48 +73,26 @@ export class TransactionRunner {
   run(claim: ActiveClaim, response: object, next: CallHandler): Observable<unknown> {
     const { transactions, store } = this.options;
     const { observer } = this;
-    const raw = rawResponse(response);
-    const adapter = isFastifyReply(response) ? 'fastify' : 'express';
-    const before = currentHeaders(response);
-    const statusBefore = raw.statusCode;
+    const start = responseStart(response);
 
     return new Observable<unknown>((subscriber) => {
       let started = false; // the transaction is open and the handler subscribed
-      let finished = false; // the handler completed or failed
-      let detached = false; // the chain around it was torn down, or answered, first
       let completed = false; // the completion ran: a failure now is COMMIT's
       let committed = 0; // the status of the record COMMIT stored
       let handlerError: { error: unknown } | undefined;
-      let last: unknown;
-      let status = 0;
-      let headers: Record<string, unknown> = {};
       let deliver!: (stored: StoredResponse) => void;
       const final = new Promise<StoredResponse>((resolve) => (deliver = resolve));
-      // The handler's own result, as its adapter sends it: stored when what went out is not its answer.
-      const rendered = (): StoredResponse => renderValue(last, status, headers, before, adapter);
-      const detach = (why: string): void => {
-        if (detached) return;
-        detached = true;
-        recording.stop();
-        this.logger.warn(LOGS.detached(claim.route, why));
-      };
 
-      const recording = recordResponse(
-        raw,
-        before,
+      const run = new HandlerRun(
+        start,
+        claim.route,
+        this.logger,
         {
-          onEnd: (stored) => {
-            if (!finished) {
-              detach(LOGS.answeredOutside);
-              return Promise.resolve();
-            }
-            // An outer layer failed after the handler succeeded: its error goes out, the handler's result is stored.
-            deliver(
-              stored.status >= 400 && stored.status !== status ? rendered() : adapter === 'fastify' ? identityOf(stored) : stored,
-            );
+          ended: (kept) => {
+            deliver(kept);
             return outcome;
           },
-          onStream: () => (finished ? deliver(rendered()) : detach(LOGS.answeredOutside)),
+          streamed: () => (run.finished ? deliver(run.rendered()) : run.detach(LOGS.answeredOutside)),
         },
         true,
       );
@@ -125,26 +100,18 @@ export class TransactionRunner {
       // Settles once the handler completes or fails; a failure is left in handlerError.
       const handler = (): Promise<void> =>
         new Promise<void>((settle) => {
-          next.handle().subscribe({
-            next: (value) => {
-              if (isStream(value)) {
-                this.logger.error(LOGS.transactionalStream(claim.route));
-                handlerError ??= { error: new Error(LOGS.transactionalStream(claim.route)) };
-                settle();
-                return;
-              }
-              last = value;
-              subscriber.next(value);
+          run.subscribe(next, subscriber, {
+            stream: () => {
+              this.logger.error(LOGS.transactionalStream(claim.route));
+              handlerError ??= { error: new Error(LOGS.transactionalStream(claim.route)) };
+              settle();
+              return false;
             },
-            error: (err: unknown) => {
+            error: (err) => {
               handlerError ??= { error: err };
               settle();
             },
-            complete: () => {
-              status = raw.headersSent ? statusBefore : raw.statusCode;
-              headers = raw.headersSent ? {} : currentHeaders(response);
-              settle();
-            },
+            complete: settle,
           });
         });
 
@@ -154,10 +121,10 @@ export class TransactionRunner {
         // would fall back to no transaction at all. A hung one is the database's to end
         // (idle_in_transaction_session_timeout). Only the wait for its response is bounded.
         await handler();
-        finished = true;
+        run.finished = true; // a returned stream ends the run without completing it
         if (handlerError) throw handlerError.error;
         // The response now travels through the outer layers to end(), which hands it over here.
-        if (detached) deliver(rendered());
+        if (run.detached) deliver(run.rendered());
         else subscriber.complete();
         const record = await beforeLeaseEnds(final, claim);
         const startedAt = observer.now();
@@ -177,16 +144,16 @@ export class TransactionRunner {
         .then((instead) => {
           if (handlerError && ROLLED_BACK.has(sqlState(handlerError.error))) {
             // The handler's own statement lost a serialization conflict or a deadlock: retryable.
-            recording.stop();
+            run.stop();
             const answered = IdempotencyException.of('not-committed', MESSAGES.notCommitted);
             answer(response, answered, this.options);
             subscriber.error(answered);
           } else if (handlerError) {
-            recording.stop();
+            run.stop();
             subscriber.error(handlerError.error);
           } else if (!started) {
-            detached = true; // no handler ran: nothing to wait for once the error is out
-            recording.stop();
+            run.detached = true; // no handler ran: nothing to wait for once the error is out
+            run.stop();
             const answered = unavailable();
             answer(response, answered, this.options);
             subscriber.error(answered);
@@ -194,11 +161,9 @@ export class TransactionRunner {
           return instead;
         });
 
-      return () => {
-        // Torn down before the handler finished (client gone, outer timeout): it runs on in its
-        // transaction, and its own result is what commits.
-        if (!finished) detach(LOGS.abandoned);
-      };
+      // Torn down before the handler finished (client gone, outer timeout): it runs on in its
+      // transaction, and its own result is what commits.
+      return run.teardown;
     });
   }
 

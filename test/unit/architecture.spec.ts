@@ -6,7 +6,7 @@ import { dirname, join, normalize, relative } from 'node:path';
 const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   interfaces: ['interfaces'],
   utils: ['utils', 'idempotency.messages.ts'],
-  http: ['http', 'interfaces'],
+  http: ['http', 'interfaces', 'idempotency.messages.ts'],
   options: ['options', 'interfaces', 'utils', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   stores: ['stores', 'interfaces', 'options', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   exceptions: ['exceptions', 'interfaces', 'idempotency.constants.ts'],

@@ -1,0 +1,159 @@
+import { type CallHandler, type Logger, StreamableFile } from '@nestjs/common';
+import type { ServerResponse } from 'node:http';
+import type { Subscriber } from 'rxjs';
+import { LOGS } from '../idempotency.messages.js';
+import type { StoredResponse } from '../interfaces/stored-response.interface.js';
+import { identityOf } from './identity-body.js';
+import { recordResponse, type ResponseRecording } from './response.recorder.js';
+import { currentHeaders, isFastifyReply, rawResponse } from './response.adapter.js';
+import type { HeaderSnapshot } from './stored-headers.js';
+import { renderValue } from './value.renderer.js';
+
+/** Whether a handler's value is a stream, which cannot be recorded. */
+export function isStream(value: unknown): boolean {
+  return (
+    value instanceof StreamableFile ||
+    (typeof value === 'object' && value !== null && typeof (value as { pipe?: unknown }).pipe === 'function')
+  );
+}
+
+/** The response as it stood before the handler ran: taken when the route is entered, not when the run is subscribed. */
+export interface ResponseStart {
+  readonly response: object;
+  readonly raw: ServerResponse;
+  readonly adapter: 'express' | 'fastify';
+  readonly before: HeaderSnapshot;
+  readonly statusBefore: number;
+}
+
+export function responseStart(response: object): ResponseStart {
+  const raw = rawResponse(response);
+  const adapter = isFastifyReply(response) ? 'fastify' : 'express';
+  return { response, raw, adapter, before: currentHeaders(response), statusBefore: raw.statusCode };
+}
+
+/** How a caller settles what the response does; the run has decided whose answer it is. */
+export interface RunSettlement {
+  /**
+   * The response reached `end()` after the handler finished. `kept` is what a retry should get:
+   * what went out, or the handler's own result when an outer layer failed after it. `end()` waits
+   * for the promise; one that resolves to a response sends that instead (see `holdBack`).
+   */
+  ended(kept: StoredResponse): Promise<StoredResponse | void>;
+  /** The response is being streamed: it will not reach `end()` whole. */
+  streamed(): void;
+}
+
+/** What the handler does, as the caller settles it. */
+export interface HandlerEvents {
+  /** The handler emitted a stream, which cannot be recorded; `true` still passes it on to Nest. */
+  stream(): boolean;
+  error(err: unknown): void;
+  /** The handler completed; its status and headers are taken. */
+  complete(): void;
+}
+
+/**
+ * One run of a handler under a claim, for the two ways a claim settles (the interceptor's commit,
+ * the transaction runner's COMMIT): records what goes out, keeps the handler's last value, and
+ * knows when the chain around the handler was torn down (or answered) before the handler finished.
+ * Then the response that went out is not the handler's, and the handler's own value is what to store.
+ */
+export class HandlerRun {
+  /** The handler completed or failed. */
+  finished = false;
+  /** The chain around the handler was torn down, or answered, first. */
+  detached = false;
+  /** The handler's result: Nest sends the last value. */
+  private last: unknown;
+  private status = 0;
+  private headers: Record<string, unknown> = {};
+  private readonly recording: ResponseRecording;
+
+  constructor(
+    private readonly start: ResponseStart,
+    private readonly route: string,
+    private readonly logger: Logger,
+    settlement: RunSettlement,
+    holdBack = false,
+  ) {
+    this.recording = recordResponse(
+      start.raw,
+      start.before,
+      {
+        onEnd: (stored) => {
+          if (!this.finished) {
+            // An answer from outside the handler (a timeout middleware, Fastify's handlerTimeout).
+            this.detach(LOGS.answeredOutside);
+            return Promise.resolve();
+          }
+          // An outer layer failed after the handler succeeded: what goes out is its error, which is
+          // never stored; a retry gets the handler's result.
+          if (stored.status >= 400 && stored.status !== this.status) return settlement.ended(this.rendered());
+          return settlement.ended(start.adapter === 'fastify' ? identityOf(stored) : stored);
+        },
+        onStream: () => settlement.streamed(),
+      },
+      holdBack,
+    );
+  }
+
+  /** The handler's own result, as its adapter sends it: stored when what went out is not its answer. */
+  rendered(): StoredResponse {
+    const { before, adapter } = this.start;
+    return renderValue(this.last, this.status, this.headers, before, adapter);
+  }
+
+  /**
+   * A compression plugin on Fastify (@fastify/compress) streams the encoded body of a finished
+   * handler's value: that value, rendered as Fastify serialises it, is the identity representation.
+   */
+  encodedByFastify(): boolean {
+    const { adapter, raw } = this.start;
+    return adapter === 'fastify' && this.finished && !isStream(this.last) && raw.getHeader('content-encoding') !== undefined;
+  }
+
+  /** Stops recording: the response goes out untouched. */
+  stop(): void {
+    this.recording.stop();
+  }
+
+  detach(why: string): void {
+    if (this.detached) return;
+    this.detached = true;
+    this.recording.stop();
+    this.logger.warn(LOGS.detached(this.route, why));
+  }
+
+  /** Runs the handler, passing its values on to `subscriber`. */
+  subscribe(next: CallHandler, subscriber: Subscriber<unknown>, events: HandlerEvents): void {
+    const { raw, response, statusBefore } = this.start;
+    next.handle().subscribe({
+      next: (value) => {
+        if (isStream(value) && !events.stream()) return;
+        this.last = value;
+        subscriber.next(value);
+      },
+      error: (err: unknown) => {
+        this.finished = true;
+        events.error(err);
+      },
+      complete: () => {
+        this.finished = true;
+        // Once the response has gone out (an outer answer), the handler's part of it is unknown.
+        this.status = raw.headersSent ? statusBefore : raw.statusCode;
+        this.headers = raw.headersSent ? {} : currentHeaders(response);
+        events.complete();
+      },
+    });
+  }
+
+  /**
+   * The Observable's teardown. Torn down first: Nest drops an Observable handler's chain when the
+   * client goes away, and an outer timeout unsubscribes. The handler's side effects may have happened
+   * already, so it is not cancelled: it finishes, and its result is what a retry gets.
+   */
+  readonly teardown = (): void => {
+    if (!this.finished) this.detach(LOGS.abandoned);
+  };
+}
