@@ -22,6 +22,7 @@ import { CONFIG_ERRORS } from './idempotency.messages.js';
 import { IdempotencyService } from './idempotency.service.js';
 import { IdentityResolverLoader } from './identity-resolver.loader.js';
 import { RecordBuilder } from './record.builder.js';
+import { RecordCommitter } from './record.committer.js';
 import { RequestFingerprinter } from './request.fingerprinter.js';
 import type {
   IdempotencyModuleAsyncOptions,
@@ -83,6 +84,7 @@ const PROVIDERS = [
   IdentityResolverLoader,
   RequestFingerprinter,
   RecordBuilder,
+  RecordCommitter,
   LeaseRenewer,
   TransactionRunner,
   IdempotencyExplorer,

@@ -11,10 +11,10 @@ import { IdentityResolverLoader } from './identity-resolver.loader.js';
 import { readKey } from './idempotency-key.reader.js';
 import type { IdempotencyOutcome } from './interfaces/idempotency-event.interface.js';
 import type { ActiveClaim } from './interfaces/active-claim.interface.js';
-import type { IdempotencyRecord } from './interfaces/idempotency-store.interface.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
 import type { StoredResponse } from './interfaces/stored-response.interface.js';
 import { RecordBuilder } from './record.builder.js';
+import { RecordCommitter } from './record.committer.js';
 import { RequestFingerprinter } from './request.fingerprinter.js';
 import { storeKey } from './utils/key.util.js';
 
@@ -25,10 +25,6 @@ interface Seen {
 }
 /** Written to, never read: nothing observes outcomes. */
 const UNOBSERVED: Seen = { key: undefined, storeMs: 0 };
-
-/** First pause before a failed commit is tried again; it doubles up to {@link MAX_COMMIT_RETRY_MS}. */
-const COMMIT_RETRY_MS = 100;
-const MAX_COMMIT_RETRY_MS = 2_000;
 
 /** First pause before a claim that failed is released again; it doubles after each failure. */
 const ABANDON_RETRY_MS = 100;
@@ -50,6 +46,7 @@ export class IdempotencyService {
     private readonly records: RecordBuilder,
     private readonly fingerprints: RequestFingerprinter,
     private readonly reporter: OutcomeReporter,
+    private readonly committer: RecordCommitter,
   ) {}
 
   /**
@@ -147,66 +144,13 @@ export class IdempotencyService {
 
   /**
    * Stores the response in place of the claim. Never throws: the client gets its response regardless.
-   * Resolves after the first attempt, so the response waits for one store round trip only. A commit
-   * that failed (the store restarted, a lock was held) is tried again in the background, with a
-   * doubling pause, for as long as the lease is held (the renewer keeps renewing it meanwhile): an
-   * outage shorter than the lease never lets a retry run the handler again. `settled` is called once
-   * the key's fate is decided, stored or given up.
+   * Resolves after the first attempt; a commit that failed (the store restarted, a lock was held) is
+   * tried again in the background for as long as the lease is held. `settled` is called once the
+   * key's fate is decided, stored or given up.
    */
   async commit(claim: ActiveClaim, response: StoredResponse, settled?: () => void): Promise<void> {
     claim.settling = true;
-    const record = this.records.record(claim, response);
-    const first = await this.tryCommit(claim, record);
-    if (first === undefined) {
-      void this.retryCommit(claim, record, response.status).finally(settled);
-      return;
-    }
-    this.committed(claim, first, response.status);
-    settled?.();
-  }
-
-  /** One fenced commit: `true` stored, `false` the claim was not ours any more, `undefined` the store failed. */
-  private async tryCommit(claim: ActiveClaim, record: IdempotencyRecord): Promise<boolean | undefined> {
-    const startedAt = this.observer.now();
-    try {
-      const stored = await this.options.store.commit(claim.storeKey, claim.owner, record, claim.ttlMs);
-      claim.storeMs += this.observer.stored('commit', startedAt);
-      return stored;
-    } catch (err) {
-      claim.storeMs += this.observer.stored('commit', startedAt, err);
-      this.logger.warn(LOGS.commitRetrying(claim.route, (err as Error).message));
-      return undefined;
-    }
-  }
-
-  private async retryCommit(claim: ActiveClaim, record: IdempotencyRecord, status: number): Promise<void> {
-    // For one lease at most: a commit the store keeps refusing while it renews (a value it cannot
-    // take) must not hold the key until maxHoldMs.
-    const deadline = Date.now() + claim.leaseMs;
-    for (let pause = COMMIT_RETRY_MS; ; pause = Math.min(pause * 2, MAX_COMMIT_RETRY_MS)) {
-      // Past the lease as far as this process knows (or a renewal found it gone), a fenced commit can only fail: give up.
-      let giveUp = Date.now() + pause >= Math.min(claim.heldUntil, deadline);
-      if (!giveUp) {
-        await new Promise((r) => setTimeout(r, pause));
-        giveUp = claim.lost === true;
-      }
-      if (giveUp) {
-        this.logger.error(LOGS.commitFailed(claim.route));
-        this.reporter.settled(claim, 'not-stored', status);
-        return;
-      }
-      const stored = await this.tryCommit(claim, record);
-      if (stored !== undefined) {
-        if (stored) this.logger.log(LOGS.committedLate(claim.route));
-        this.committed(claim, stored, status);
-        return;
-      }
-    }
-  }
-
-  private committed(claim: ActiveClaim, stored: boolean, status: number): void {
-    if (!stored) this.logger.warn(LOGS.takenOver(claim.route));
-    this.reporter.settled(claim, stored ? 'executed' : 'not-stored', status);
+    await this.committer.commit(claim, this.records.record(claim, response), response.status, settled);
   }
 
   /**

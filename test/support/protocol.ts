@@ -8,6 +8,7 @@ import { IdentityResolverLoader } from '../../lib/identity-resolver.loader.js';
 import { LeaseRenewer } from '../../lib/lease.renewer.js';
 import { resolveModuleOptions } from '../../lib/options/module-options.resolver.js';
 import { RecordBuilder } from '../../lib/record.builder.js';
+import { RecordCommitter } from '../../lib/record.committer.js';
 import { RequestFingerprinter } from '../../lib/request.fingerprinter.js';
 import { RouteOptionsAccessor } from '../../lib/route-options.accessor.js';
 import { TransactionRunner } from '../../lib/transaction.runner.js';
@@ -28,7 +29,16 @@ export function createProtocol(options: IdempotencyModuleOptions = {}, moduleRef
   const observer = new IdempotencyObserver(resolved, moduleRef as ModuleRef);
   const reporter = new OutcomeReporter(observer);
   const records = new RecordBuilder(resolved, new ResponseSealer(resolved));
-  const service = new IdempotencyService(resolved, identities, observer, records, new RequestFingerprinter(), reporter);
+  const committer = new RecordCommitter(resolved, observer, reporter);
+  const service = new IdempotencyService(
+    resolved,
+    identities,
+    observer,
+    records,
+    new RequestFingerprinter(),
+    reporter,
+    committer,
+  );
   const routes = new RouteOptionsAccessor(resolved);
   const leases = new LeaseRenewer(resolved, observer);
   renewers.add(leases);
