@@ -3,15 +3,17 @@ import { Observable } from 'rxjs';
 import { rememberKey } from './http/request-key.store.js';
 import type { HttpRequestLike } from './http/request.reader.js';
 import { HandlerRun, responseStart } from './http/handler.run.js';
+import { HttpContext, type HttpReaders } from './http/http.context.js';
 import { setHeader } from './http/response.adapter.js';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
-import { answer } from './idempotency.answers.js';
 import { SAFE_METHODS } from './idempotency.constants.js';
 import { LOGS } from './idempotency.messages.js';
 import { IdempotencyService } from './idempotency.service.js';
+import { IdentityResolverLoader } from './identity-resolver.loader.js';
 import type { ActiveClaim } from './interfaces/active-claim.interface.js';
 import type { StoredResponse } from './interfaces/stored-response.interface.js';
 import { LeaseRenewer } from './lease.renewer.js';
+import { RequestFingerprinter } from './request.fingerprinter.js';
 import { RouteOptionsAccessor } from './route-options.accessor.js';
 import { TransactionRunner } from './transaction.runner.js';
 
@@ -36,13 +38,18 @@ function echoKey(request: HttpRequestLike, response: object, headerName: string)
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor {
   private readonly logger = new Logger('Idempotency');
+  private readonly readers: HttpReaders;
 
   constructor(
     private readonly service: IdempotencyService,
     private readonly routes: RouteOptionsAccessor,
     private readonly leases: LeaseRenewer,
     private readonly transactions: TransactionRunner,
-  ) {}
+    identities: IdentityResolverLoader,
+    fingerprints: RequestFingerprinter,
+  ) {
+    this.readers = { options: service.options, identities, fingerprints };
+  }
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
     if (context.getType() !== 'http') return next.handle();
@@ -53,13 +60,14 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const response = http.getResponse<object>();
     const route = this.routes.get(context.getClass(), context.getHandler());
     const { options } = this.service;
+    const call = new HttpContext(request, context, response, this.readers);
     let claim: ActiveClaim | undefined;
     try {
       if (this.leases.draining) throw this.service.shuttingDown();
-      claim = await this.service.begin(request, context, route);
+      claim = await this.service.begin(call, route);
     } catch (err) {
       if (options.echoKeyHeader && !isKeyError(err)) echoKey(request, response, options.headerName);
-      answer(response, err, options);
+      call.answer(err);
       throw err;
     }
     if (!claim) return next.handle();

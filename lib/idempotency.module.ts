@@ -102,6 +102,8 @@ const EXPORTS = [
   IdempotencyObserver,
   IdempotencyService,
   RouteOptionsAccessor,
+  IdentityResolverLoader,
+  RequestFingerprinter,
   LeaseRenewer,
   TransactionRunner,
   IdempotencyInterceptor,

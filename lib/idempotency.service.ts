@@ -1,21 +1,19 @@
-import { type ExecutionContext, Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
 import { LOGS, MESSAGES } from './idempotency.messages.js';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
 import { IdempotentReplay } from './exceptions/idempotent-replay.exception.js';
-import { hasUnreadBody, type HttpRequestLike, sentHeader } from './http/request.reader.js';
 import { IdempotencyObserver } from './events/idempotency.observer.js';
 import { OutcomeReporter } from './events/outcome.reporter.js';
-import { IdentityResolverLoader } from './identity-resolver.loader.js';
 import { readKey } from './idempotency-key.reader.js';
 import type { IdempotencyOutcome } from './interfaces/idempotency-event.interface.js';
 import type { ActiveClaim } from './interfaces/active-claim.interface.js';
+import type { IdempotencyContext } from './interfaces/idempotency-context.interface.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
 import type { StoredResponse } from './interfaces/stored-response.interface.js';
 import { RecordBuilder } from './record.builder.js';
 import { RecordCommitter } from './record.committer.js';
-import { RequestFingerprinter } from './request.fingerprinter.js';
 import { storeKey } from './utils/key.util.js';
 
 /** What {@link IdempotencyService.begin} learns on the way that an outcome needs. */
@@ -41,10 +39,8 @@ export class IdempotencyService {
 
   constructor(
     @Inject(IDEMPOTENCY_MODULE_OPTIONS) readonly options: ResolvedIdempotencyOptions,
-    private readonly identities: IdentityResolverLoader,
     private readonly observer: IdempotencyObserver,
     private readonly records: RecordBuilder,
-    private readonly fingerprints: RequestFingerprinter,
     private readonly reporter: OutcomeReporter,
     private readonly committer: RecordCommitter,
   ) {}
@@ -54,39 +50,34 @@ export class IdempotencyService {
    * route passes such requests through. Throws an {@link IdempotencyException} (400, 409, 415, 422,
    * 500, 503) or an {@link IdempotentReplay} carrying the stored response.
    */
-  begin(request: HttpRequestLike, context: ExecutionContext, route: ResolvedRouteOptions): Promise<ActiveClaim | undefined> {
-    if (!this.observer.enabled) return this.decide(request, context, route, UNOBSERVED);
+  begin(call: IdempotencyContext, route: ResolvedRouteOptions): Promise<ActiveClaim | undefined> {
+    if (!this.observer.enabled) return this.decide(call, route, UNOBSERVED);
     const seen: Seen = { key: undefined, storeMs: 0 };
-    return this.decide(request, context, route, seen).then(
+    return this.decide(call, route, seen).then(
       (claim) => {
-        if (!claim) this.reporter.bypassed(route.id, request.method);
+        if (!claim) this.reporter.bypassed(route.id, call.method);
         return claim;
       },
       (err: unknown) => {
-        this.reporter.answered(err, { route: route.id, method: request.method, storeMs: seen.storeMs, key: seen.key });
+        this.reporter.answered(err, { route: route.id, method: call.method, storeMs: seen.storeMs, key: seen.key });
         throw err;
       },
     );
   }
 
-  private async decide(
-    request: HttpRequestLike,
-    context: ExecutionContext,
-    route: ResolvedRouteOptions,
-    seen: Seen,
-  ): Promise<ActiveClaim | undefined> {
+  private async decide(call: IdempotencyContext, route: ResolvedRouteOptions, seen: Seen): Promise<ActiveClaim | undefined> {
     const { headerName, keyPrefix, store } = this.options;
-    const key = readKey(sentHeader(request, headerName), this.options);
+    const key = readKey(call.sentKey(headerName), this.options);
     if (key === undefined) {
       if (route.missingHeader === 'pass-through') return undefined;
       throw IdempotencyException.of('key-missing', MESSAGES.missing(headerName));
     }
-    if (hasUnreadBody(request)) throw IdempotencyException.of('body-unread', MESSAGES.unreadBody);
+    call.check();
 
     seen.key = key;
-    const scoped = this.identities.scopeOf(request, context, route);
+    const scoped = call.scope(route);
     const scope = typeof scoped === 'string' ? scoped : await scoped;
-    const made = this.fingerprints.of(request, context, route);
+    const made = call.fingerprint(route);
     const fingerprint = typeof made === 'string' ? made : await made;
 
     const claim: ActiveClaim = {
@@ -99,7 +90,7 @@ export class IdempotencyService {
       leaseMs: route.leaseMs,
       claimedAt: Date.now(),
       heldUntil: 0,
-      method: request.method,
+      method: call.method,
       storeMs: 0,
     };
     claim.heldUntil = claim.claimedAt + route.leaseMs;
@@ -121,11 +112,11 @@ export class IdempotencyService {
         this.observer.mark('executed');
         return claim;
       case 'in-flight':
-        if (!this.fingerprints.matches(outcome.fingerprint, fingerprint, request, route))
+        if (!call.matches(outcome.fingerprint, fingerprint, route))
           throw IdempotencyException.of('key-reused', MESSAGES.reused(headerName));
         throw IdempotencyException.of('key-in-flight', MESSAGES.inFlight(headerName));
       case 'completed':
-        if (!this.fingerprints.matches(outcome.record.fingerprint, fingerprint, request, route)) {
+        if (!call.matches(outcome.record.fingerprint, fingerprint, route)) {
           // A sealed record's fingerprint is authenticated with it: one altered in the store is
           // unreadable (503), not a reused key (422).
           if (outcome.record.sealed) this.records.response(claim.storeKey, outcome.record, route);

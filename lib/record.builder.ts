@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { ResponseSealer, UnsealableRecord } from './encryption/response.sealer.js';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
-import { errorResponse } from './idempotency.answers.js';
+import { errorResponse } from './exceptions/error.response.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
 import { LOGS, MESSAGES } from './idempotency.messages.js';
 import type { ActiveClaim } from './interfaces/active-claim.interface.js';

@@ -1,5 +1,5 @@
 import { IdempotencyException } from '../exceptions/idempotency.exception.js';
-import { errorResponse } from '../idempotency.answers.js';
+import { errorResponse } from '../exceptions/error.response.js';
 import { MESSAGES, OPENAPI } from '../idempotency.messages.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from '../interfaces/resolved-options.interface.js';
 

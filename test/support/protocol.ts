@@ -1,5 +1,9 @@
 import { afterEach } from '@jest/globals';
+import type { ExecutionContext } from '@nestjs/common';
 import type { ModuleRef } from '@nestjs/core';
+import { HttpContext, type HttpReaders } from '../../lib/http/http.context.js';
+import type { HttpRequestLike } from '../../lib/http/request.reader.js';
+import type { ResolvedRouteOptions } from '../../lib/interfaces/resolved-options.interface.js';
 import { type IdempotencyModuleOptions, IdempotencyInterceptor, IdempotencyService, InMemoryCache } from '../../lib/index.js';
 import { ResponseSealer } from '../../lib/encryption/response.sealer.js';
 import { IdempotencyObserver } from '../../lib/events/idempotency.observer.js';
@@ -30,21 +34,18 @@ export function createProtocol(options: IdempotencyModuleOptions = {}, moduleRef
   const reporter = new OutcomeReporter(observer);
   const records = new RecordBuilder(resolved, new ResponseSealer(resolved));
   const committer = new RecordCommitter(resolved, observer, reporter);
-  const service = new IdempotencyService(
-    resolved,
-    identities,
-    observer,
-    records,
-    new RequestFingerprinter(),
-    reporter,
-    committer,
-  );
+  const service = new IdempotencyService(resolved, observer, records, reporter, committer);
+  const fingerprints = new RequestFingerprinter();
+  const readers: HttpReaders = { options: resolved, identities, fingerprints };
+  /** The protocol as the interceptor calls it, on an HTTP request. */
+  const begin = (request: object, context: ExecutionContext, route: ResolvedRouteOptions) =>
+    service.begin(new HttpContext(request as HttpRequestLike, context, {}, readers), route);
   const routes = new RouteOptionsAccessor(resolved);
   const leases = new LeaseRenewer(resolved, observer);
   renewers.add(leases);
   const transactions = new TransactionRunner(service, resolved, observer, reporter, records);
-  const interceptor = new IdempotencyInterceptor(service, routes, leases, transactions);
-  return { store, options: resolved, identities, observer, service, routes, leases, interceptor };
+  const interceptor = new IdempotencyInterceptor(service, routes, leases, transactions, identities, fingerprints);
+  return { store, options: resolved, identities, observer, service, begin, routes, leases, interceptor };
 }
 
 /** Stops every lease timer {@link createProtocol} started; call it inside a describe. */

@@ -6,16 +6,15 @@ import { dirname, join, normalize, relative } from 'node:path';
 const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   interfaces: ['interfaces'],
   utils: ['utils', 'idempotency.messages.ts'],
-  http: ['http', 'interfaces', 'idempotency.messages.ts'],
+  http: ['http', 'interfaces', 'exceptions', 'idempotency.messages.ts'],
   options: ['options', 'interfaces', 'utils', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   stores: ['stores', 'interfaces', 'options', 'idempotency.constants.ts', 'idempotency.messages.ts'],
-  exceptions: ['exceptions', 'interfaces', 'idempotency.constants.ts'],
+  exceptions: ['exceptions', 'interfaces', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   transactions: ['transactions', 'interfaces', 'idempotency.messages.ts'],
   openapi: [
     'openapi',
     'interfaces',
     'exceptions',
-    'idempotency.answers.ts',
     'idempotency.constants.ts',
     'idempotency.messages.ts',
     'route-options.accessor.ts',
@@ -75,5 +74,24 @@ describe('lib/ architecture (docs/architecture.md)', () => {
       .map((f) => relative('lib', f))
       .filter((f) => !f.startsWith('stores/'));
     expect(importers.sort()).toEqual(['idempotency.module.ts', 'index.ts']);
+  });
+
+  it('the protocol knows no HTTP: it reads a call through IdempotencyContext, never http/', () => {
+    // The claim, the commit, the records and the lease; what they report and throw.
+    const protocol = [
+      'idempotency.service.ts',
+      'idempotency-key.reader.ts',
+      'record.builder.ts',
+      'record.committer.ts',
+      'lease.renewer.ts',
+      ...all.map((f) => relative('lib', f)).filter((f) => /^(events|exceptions|interfaces)\//.test(f)),
+    ];
+    expect(protocol.filter((f) => all.includes(join('lib', f)))).toHaveLength(protocol.length);
+    const broken = protocol.flatMap((f) =>
+      imports(join('lib', f))
+        .filter((t) => t.startsWith('http/'))
+        .map((t) => `${f} -> ${t}`),
+    );
+    expect(broken).toEqual([]);
   });
 });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { IdempotentReplay } from '../../lib/exceptions/idempotent-replay.exception.js';
-import { answer, type AnswerOptions, errorResponse } from '../../lib/idempotency.answers.js';
+import { errorResponse } from '../../lib/exceptions/error.response.js';
+import { answer, type AnswerOptions } from '../../lib/http/idempotency.answers.js';
 import { PROBLEM_TITLES } from '../../lib/idempotency.messages.js';
 import { IDEMPOTENCY_CORS_HEADERS, IdempotencyException, type StoredResponse } from '../../lib/index.js';
 import type { IdempotencyErrorInfo } from '../../lib/index.js';

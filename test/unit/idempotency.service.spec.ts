@@ -46,20 +46,20 @@ describe('IdempotencyService.begin: raw-body fingerprints', () => {
   const raw = Buffer.from('{ "amount": 1 }');
 
   it("fingerprints the bytes as received on a 'raw' route, the parsed body on a canonical one", async () => {
-    const { service } = setup();
+    const { begin } = setup();
     const withBytes = request('k', { rawBody: raw });
-    const rawClaim = (await service.begin(withBytes, context, route({ fingerprint: 'raw' })))!;
+    const rawClaim = (await begin(withBytes, context, route({ fingerprint: 'raw' })))!;
     expect(rawClaim.fingerprint).toBe(`r1:${requestFingerprint('POST', '/pay?b=2&a=1', raw, 'Pay.create')}`);
-    const canonical = (await service.begin(request('k2', { rawBody: raw }), context, route()))!;
+    const canonical = (await begin(request('k2', { rawBody: raw }), context, route()))!;
     expect(canonical.fingerprint).toBe(requestFingerprint('POST', '/pay?b=2&a=1', { amount: 1 }, 'Pay.create'));
     expect(log.warnings).not.toHaveBeenCalled();
   });
 
   it('falls back to the parsed body without the bytes, and says once, for the whole module, how to keep them', async () => {
-    const { service } = setup();
-    const first = (await service.begin(request('k1'), context, route({ fingerprint: 'raw' })))!;
+    const { begin } = setup();
+    const first = (await begin(request('k1'), context, route({ fingerprint: 'raw' })))!;
     expect(first.fingerprint).toBe(requestFingerprint('POST', '/pay?b=2&a=1', { amount: 1 }, 'Pay.create'));
-    await service.begin(request('k2'), context, route({ fingerprint: 'raw', id: 'Other.create' }));
+    await begin(request('k2'), context, route({ fingerprint: 'raw', id: 'Other.create' }));
     expect(log.warnings).toHaveBeenCalledTimes(1);
     expect(log.warnings.mock.calls[0][0]).toBe(
       "Pay.create: fingerprint 'raw' needs the request's bytes, but it has none (req.rawBody); fingerprinting the parsed body instead. Create the application with rawBody: true, e.g. NestFactory.create(AppModule, { rawBody: true }). Logged once",
@@ -67,13 +67,13 @@ describe('IdempotencyService.begin: raw-body fingerprints', () => {
   });
 
   it('needs no bytes, and warns of nothing, for a request without a body', async () => {
-    const { service } = setup();
+    const { begin } = setup();
     for (const body of [undefined, null]) {
-      const claim = (await service.begin(request(`k-${String(body)}`, { body }), context, route({ fingerprint: 'raw' })))!;
+      const claim = (await begin(request(`k-${String(body)}`, { body }), context, route({ fingerprint: 'raw' })))!;
       expect(claim.fingerprint).toBe(requestFingerprint('POST', '/pay?b=2&a=1', undefined, 'Pay.create'));
     }
     expect(log.warnings).not.toHaveBeenCalled();
-    await service.begin(request('k-body'), context, route({ fingerprint: 'raw' }));
+    await begin(request('k-body'), context, route({ fingerprint: 'raw' }));
     expect(log.warnings).toHaveBeenCalledTimes(1);
   });
 });
@@ -81,8 +81,8 @@ describe('IdempotencyService.begin: raw-body fingerprints', () => {
 describe('IdempotencyService.begin: the key', () => {
   spyOnLogger();
   it('claims with the key, an owner token, the fingerprint, the lease and the route ttl', async () => {
-    const { store, service } = setup();
-    const claim = (await service.begin(request('k-1'), context, route({ ttlMs: 77, leaseMs: 900 })))!;
+    const { store, begin } = setup();
+    const claim = (await begin(request('k-1'), context, route({ ttlMs: 77, leaseMs: 900 })))!;
     const fingerprint = requestFingerprint('POST', '/pay?b=2&a=1', { amount: 1 }, 'Pay.create');
     expect(claim).toEqual({
       key: 'k-1',
@@ -99,21 +99,21 @@ describe('IdempotencyService.begin: the key', () => {
     });
     expect(Math.abs(claim.claimedAt - Date.now())).toBeLessThan(1000);
     expect(store.calls).toEqual([['claim', 'idem:%:k-1', { owner: claim.owner, fingerprint, leaseMs: 900 }]]);
-    const again = (await service.begin(request('k-2'), context, route()))!;
+    const again = (await begin(request('k-2'), context, route()))!;
     expect(again.owner).not.toBe(claim.owner);
   });
 
   it('fingerprints originalUrl (Express sub-apps) before url', async () => {
-    const { service } = setup();
-    const claim = (await service.begin(request('k', { originalUrl: '/api/pay?a=1' }), context, route()))!;
+    const { begin } = setup();
+    const claim = (await begin(request('k', { originalUrl: '/api/pay?a=1' }), context, route()))!;
     expect(claim.fingerprint).toBe(requestFingerprint('POST', '/api/pay?a=1', { amount: 1 }, 'Pay.create'));
   });
 
   it('reads the configured header name and the prefix', async () => {
-    const { store, service } = setup({ headerName: 'X-Key', keyPrefix: 'pay:' });
-    await service.begin(request(undefined, { headers: { 'x-key': 'abc' } }), context, route());
+    const { store, begin } = setup({ headerName: 'X-Key', keyPrefix: 'pay:' });
+    await begin(request(undefined, { headers: { 'x-key': 'abc' } }), context, route());
     expect(store.calls[0][1]).toBe('pay:%:abc');
-    expect(await httpError(service.begin(request('abc'), context, route()))).toEqual({
+    expect(await httpError(begin(request('abc'), context, route()))).toEqual({
       status: 400,
       reason: 'x-key header is required',
       code: 'key-missing',
@@ -122,8 +122,8 @@ describe('IdempotencyService.begin: the key', () => {
   });
 
   it('refuses a repeated header: joined the way Node joins it, the key has a space', async () => {
-    const { store, service } = setup();
-    expect(await httpError(service.begin(request(['a', 'b']), context, route()))).toEqual({
+    const { store, begin } = setup();
+    expect(await httpError(begin(request(['a', 'b']), context, route()))).toEqual({
       status: 400,
       reason: 'idempotency-key has a control character or space at index 2',
       code: 'key-invalid',
@@ -133,38 +133,38 @@ describe('IdempotencyService.begin: the key', () => {
   });
 
   it('refuses a missing or blank key with 400, or passes it through when the route says so', async () => {
-    const { store, service } = setup();
+    const { store, begin } = setup();
     for (const key of [undefined, '', ' ', '\t ']) {
-      expect(await httpError(service.begin(request(key), context, route()))).toEqual({
+      expect(await httpError(begin(request(key), context, route()))).toEqual({
         status: 400,
         reason: 'idempotency-key header is required',
         code: 'key-missing',
         headers: {},
       });
-      expect(await service.begin(request(key), context, route({ missingHeader: 'pass-through' }))).toBeUndefined();
+      expect(await begin(request(key), context, route({ missingHeader: 'pass-through' }))).toBeUndefined();
     }
     expect(store.calls).toEqual([]);
   });
 
   it('refuses a key longer than maxKeyLength before reading it, and accepts one of exactly that length', async () => {
-    const { store, service } = setup({ maxKeyLength: 5 });
-    expect(await httpError(service.begin(request('abcdef'), context, route()))).toEqual({
+    const { store, begin } = setup({ maxKeyLength: 5 });
+    expect(await httpError(begin(request('abcdef'), context, route()))).toEqual({
       status: 400,
       reason: 'idempotency-key exceeds 5 characters',
       code: 'key-invalid',
       headers: {},
     });
-    expect(await httpError(service.begin(request('      '), context, route({ missingHeader: 'pass-through' })))).toMatchObject({
+    expect(await httpError(begin(request('      '), context, route({ missingHeader: 'pass-through' })))).toMatchObject({
       reason: 'idempotency-key exceeds 5 characters',
       code: 'key-invalid',
     });
-    expect((await service.begin(request('abcde'), context, route()))!.key).toBe('abcde');
+    expect((await begin(request('abcde'), context, route()))!.key).toBe('abcde');
     expect(store.calls).toHaveLength(1);
   });
 
   it('refuses control characters and spaces, naming the index only', async () => {
-    const { store, service } = setup();
-    expect(await httpError(service.begin(request('ab c'), context, route()))).toEqual({
+    const { store, begin } = setup();
+    expect(await httpError(begin(request('ab c'), context, route()))).toEqual({
       status: 400,
       reason: 'idempotency-key has a control character or space at index 2',
       code: 'key-invalid',
@@ -178,20 +178,20 @@ describe('IdempotencyService.begin: a key sent as a Structured Field String', ()
   spyOnLogger();
 
   it('is the same key as the bare one: unquoted and unescaped before it reaches the store', async () => {
-    const { store, service } = setup();
-    const quoted = (await service.begin(request('"k-1"'), context, route()))!;
-    const bare = (await service.begin(request('k-1'), context, route()))!;
+    const { store, begin } = setup();
+    const quoted = (await begin(request('"k-1"'), context, route()))!;
+    const bare = (await begin(request('k-1'), context, route()))!;
     expect(quoted.key).toBe('k-1');
     expect(quoted.storeKey).toBe(bare.storeKey);
-    const escaped = (await service.begin(request('"a\\"b"'), context, route()))!;
+    const escaped = (await begin(request('"a\\"b"'), context, route()))!;
     expect(escaped.storeKey).toBe('idem:%:a"b');
     expect(store.calls.map((c) => c[1])).toEqual(['idem:%:k-1', 'idem:%:k-1', 'idem:%:a"b']);
   });
 
   it('answers 400 for a malformed one, naming the header only', async () => {
-    const { store, service } = setup();
+    const { store, begin } = setup();
     for (const bad of ['"secret-key', '"secret";a=1', '"se\\cret"']) {
-      expect(await httpError(service.begin(request(bad), context, route({ missingHeader: 'pass-through' })))).toEqual({
+      expect(await httpError(begin(request(bad), context, route({ missingHeader: 'pass-through' })))).toEqual({
         status: 400,
         reason:
           'idempotency-key starts with a quote but is not a valid Structured Field String (RFC 9651): unterminated, a bad escape, or something after the closing quote',
@@ -203,30 +203,30 @@ describe('IdempotencyService.begin: a key sent as a Structured Field String', ()
   });
 
   it('applies the key rules to the decoded key: blank is missing, a space is refused, the length is its own', async () => {
-    const { store, service } = setup({ maxKeyLength: 5 });
-    expect(await httpError(service.begin(request('""'), context, route()))).toMatchObject({
+    const { store, begin } = setup({ maxKeyLength: 5 });
+    expect(await httpError(begin(request('""'), context, route()))).toMatchObject({
       reason: 'idempotency-key header is required',
       code: 'key-missing',
     });
-    expect(await service.begin(request('"  "'), context, route({ missingHeader: 'pass-through' }))).toBeUndefined();
-    expect(await httpError(service.begin(request('"a b"'), context, route()))).toMatchObject({
+    expect(await begin(request('"  "'), context, route({ missingHeader: 'pass-through' }))).toBeUndefined();
+    expect(await httpError(begin(request('"a b"'), context, route()))).toMatchObject({
       reason: 'idempotency-key has a control character or space at index 1',
       code: 'key-invalid',
     });
     // Five characters, each escaped: 12 sent, the most a five-character key can take.
     const longest = `"${'\\"'.repeat(5)}"`;
     expect(longest).toHaveLength(12);
-    expect((await service.begin(request(longest), context, route()))!.key).toBe('"'.repeat(5));
-    expect(await httpError(service.begin(request(`"${'\\"'.repeat(5)}a"`), context, route()))).toMatchObject({
+    expect((await begin(request(longest), context, route()))!.key).toBe('"'.repeat(5));
+    expect(await httpError(begin(request(`"${'\\"'.repeat(5)}a"`), context, route()))).toMatchObject({
       reason: 'idempotency-key exceeds 5 characters',
       code: 'key-invalid',
     });
-    expect(await httpError(service.begin(request('"abcdef"'), context, route()))).toMatchObject({
+    expect(await httpError(begin(request('"abcdef"'), context, route()))).toMatchObject({
       reason: 'idempotency-key exceeds 5 characters',
       code: 'key-invalid',
     });
     // Unquoted, the limit applies to what was sent, before anything else is read.
-    expect(await httpError(service.begin(request('abcdef'), context, route()))).toMatchObject({
+    expect(await httpError(begin(request('abcdef'), context, route()))).toMatchObject({
       reason: 'idempotency-key exceeds 5 characters',
       code: 'key-invalid',
     });
@@ -234,7 +234,7 @@ describe('IdempotencyService.begin: a key sent as a Structured Field String', ()
   });
 
   it('property: any header value gets a claim, a pass-through or a 400, never another error', async () => {
-    const { service } = setup({ maxKeyLength: 20 });
+    const { begin } = setup({ maxKeyLength: 20 });
     const char = fc.oneof(
       fc.constantFrom('"', '\\', ';', '=', ' ', '\t', 'a', '-', '\u0000', '\u007f', 'é'),
       fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)),
@@ -244,7 +244,7 @@ describe('IdempotencyService.begin: a key sent as a Structured Field String', ()
         const value = `${quoted ? '"' : ''}${chars.join('')}`;
         let outcome: unknown;
         try {
-          outcome = await service.begin(request(value), context, route({ missingHeader: 'pass-through' }));
+          outcome = await begin(request(value), context, route({ missingHeader: 'pass-through' }));
         } catch (err) {
           outcome = err;
         }
@@ -264,27 +264,27 @@ describe('IdempotencyService.begin: the identity scope', () => {
   const log = spyOnLogger();
   it('passes request and context to the identity function and escapes its scope into the key', async () => {
     const identity = jest.fn((_req: unknown, _ctx: ExecutionContext) => 'acct:1%');
-    const { store, service } = setup();
+    const { store, begin } = setup();
     const req = request('k');
-    await service.begin(req, context, route({ identity }));
+    await begin(req, context, route({ identity }));
     expect(identity).toHaveBeenCalledWith(req, context);
     expect(store.calls[0][1]).toBe('idem:acct%3A1%25:k');
   });
 
   it('awaits an async identity', async () => {
-    const { store, service } = setup();
-    await service.begin(request('k'), context, route({ identity: async () => 'bob' }));
+    const { store, begin } = setup();
+    await begin(request('k'), context, route({ identity: async () => 'bob' }));
     expect(store.calls[0][1]).toBe('idem:bob:k');
   });
 
   it('answers 500 for a resolver that returns no scope (not a string, or empty), naming the route in the log', async () => {
-    const { store, service } = setup();
+    const { store, begin } = setup();
     for (const [bad, what] of [
       [42, 'number'],
       [undefined, 'undefined'],
       ['', 'an empty string'],
     ] as const) {
-      expect(await httpError(service.begin(request('k'), context, route({ identity: () => bad as never })))).toEqual({
+      expect(await httpError(begin(request('k'), context, route({ identity: () => bad as never })))).toEqual({
         status: 500,
         reason: 'the caller scope of this request could not be resolved',
         code: 'scope-unresolved',
@@ -298,21 +298,21 @@ describe('IdempotencyService.begin: the identity scope', () => {
   });
 
   it('refuses a scope that is too long once escaped, or has control characters', async () => {
-    const { store, service } = setup({ maxScopeLength: 6 });
-    expect(await httpError(service.begin(request('k'), context, route({ identity: () => 'a:b:' })))).toEqual({
+    const { store, begin } = setup({ maxScopeLength: 6 });
+    expect(await httpError(begin(request('k'), context, route({ identity: () => 'a:b:' })))).toEqual({
       status: 400,
       reason: 'identity scope exceeds 6 characters',
       code: 'scope-invalid',
       headers: {},
     });
-    expect(await httpError(service.begin(request('k'), context, route({ identity: () => 'a b' })))).toEqual({
+    expect(await httpError(begin(request('k'), context, route({ identity: () => 'a b' })))).toEqual({
       status: 400,
       reason: 'identity scope has a control character or space at index 1',
       code: 'scope-invalid',
       headers: {},
     });
     expect(store.calls).toEqual([]);
-    await service.begin(request('k'), context, route({ identity: () => 'a:bc' }));
+    await begin(request('k'), context, route({ identity: () => 'a:bc' }));
     expect(store.calls[0][1]).toBe('idem:a%3Abc:k');
   });
 
@@ -324,10 +324,10 @@ describe('IdempotencyService.begin: the identity scope', () => {
       }
     }
     const get = jest.fn((_type: unknown, _options: unknown) => new Resolver('got'));
-    const { store, service, identities } = setup({}, { get: get as never });
+    const { store, begin, identities } = setup({}, { get: get as never });
     await identities.prepare(Resolver);
-    await service.begin(request('k1'), context, route({ identity: Resolver }));
-    await service.begin(request('k2'), context, route({ identity: Resolver }));
+    await begin(request('k1'), context, route({ identity: Resolver }));
+    await begin(request('k2'), context, route({ identity: Resolver }));
     expect(get).toHaveBeenCalledTimes(1);
     expect(get).toHaveBeenCalledWith(Resolver, { strict: false });
     expect(store.calls.map((c) => c[1])).toEqual(['idem:got-k1:k1', 'idem:got-k2:k2']);
@@ -342,7 +342,7 @@ describe('IdempotencyService.begin: the identity scope', () => {
         create: create as never,
       },
     );
-    await other.service.begin(request('k'), context, route({ identity: Resolver }));
+    await other.begin(request('k'), context, route({ identity: Resolver }));
     expect(create).toHaveBeenCalledWith(Resolver);
     expect(other.store.calls[0][1]).toBe('idem:made-k:k');
   });
@@ -359,10 +359,10 @@ describe('IdempotencyService.begin: the identity scope', () => {
 describe('IdempotencyService.begin: the body and the store', () => {
   const log = spyOnLogger();
   it('answers 400 to a body nested too deeply and rethrows other serialisation errors', async () => {
-    const { store, service } = setup();
+    const { store, begin } = setup();
     let deep: unknown = 1;
     for (let i = 0; i < 100_000; i++) deep = [deep];
-    expect(await httpError(service.begin(request('k', { body: deep }), context, route()))).toEqual({
+    expect(await httpError(begin(request('k', { body: deep }), context, route()))).toEqual({
       status: 400,
       reason: 'request body is nested too deeply',
       code: 'body-too-deep',
@@ -374,14 +374,14 @@ describe('IdempotencyService.begin: the body and the store', () => {
         throw boom;
       },
     };
-    expect(await rejection(service.begin(request('k', { body }), context, route()))).toBe(boom);
+    expect(await rejection(begin(request('k', { body }), context, route()))).toBe(boom);
     expect(store.calls).toEqual([]);
   });
 
   it('fails closed with 503 and Retry-After when the store cannot be reached', async () => {
-    const { store, service } = setup();
+    const { store, begin } = setup();
     store.claimAnswer = () => Promise.reject(new Error('ECONNREFUSED'));
-    expect(await httpError(service.begin(request('k'), context, route()))).toEqual({
+    expect(await httpError(begin(request('k'), context, route()))).toEqual({
       status: 503,
       reason: 'idempotency store unavailable; retry shortly',
       code: 'store-unavailable',
@@ -392,11 +392,11 @@ describe('IdempotencyService.begin: the body and the store', () => {
 
   it('releases a claim whose outcome is unknown as soon as the store answers, retrying until the lease would be over', async () => {
     jest.useFakeTimers({ now: 0 });
-    const { store, service } = setup();
+    const { store, begin } = setup();
     store.claimAnswer = () => Promise.reject(new Error('timed out'));
     let failures = 2;
     store.releaseAnswer = () => (failures-- > 0 ? Promise.reject(new Error('down')) : Promise.resolve(false));
-    expect((await httpError(service.begin(request('k'), context, route({ leaseMs: 1000 })))).status).toBe(503);
+    expect((await httpError(begin(request('k'), context, route({ leaseMs: 1000 })))).status).toBe(503);
     const releases = () => store.calls.filter((c) => c[0] === 'release');
     const owner = (store.calls[0][2] as { owner: string }).owner;
     expect(releases()).toEqual([['release', 'idem:%:k', owner]]);
@@ -412,7 +412,7 @@ describe('IdempotencyService.begin: the body and the store', () => {
 
     store.calls.length = 0;
     store.releaseAnswer = () => Promise.reject(new Error('down'));
-    await rejection(service.begin(request('k2'), context, route({ leaseMs: 1000 })));
+    await rejection(begin(request('k2'), context, route({ leaseMs: 1000 })));
     await jest.advanceTimersByTimeAsync(10_000);
     // At 0, 100, 300 and 700 ms; the next pause would end past the lease.
     expect(releases()).toHaveLength(4);
@@ -421,13 +421,13 @@ describe('IdempotencyService.begin: the body and the store', () => {
     const edge = setup();
     edge.store.claimAnswer = () => Promise.reject(new Error('timed out'));
     edge.store.releaseAnswer = () => Promise.reject(new Error('down'));
-    await rejection(edge.service.begin(request('k3'), context, route({ leaseMs: 700 })));
+    await rejection(edge.begin(request('k3'), context, route({ leaseMs: 700 })));
     await jest.advanceTimersByTimeAsync(10_000);
     expect(edge.store.calls.filter((c) => c[0] === 'release')).toHaveLength(4);
   });
 
   it('answers 415 for a body that nothing read, on either adapter; a read or empty body is fine', async () => {
-    const { store, service } = setup();
+    const { store, begin } = setup();
     const unread = [
       { headers: { 'content-length': '5' }, readableEnded: false },
       { headers: { 'transfer-encoding': 'chunked' }, readableEnded: false },
@@ -436,7 +436,7 @@ describe('IdempotencyService.begin: the body and the store', () => {
     for (const over of unread) {
       const req = request('k', over);
       req.headers = { ...req.headers, 'idempotency-key': 'k' };
-      expect(await httpError(service.begin(req, context, route()))).toEqual({
+      expect(await httpError(begin(req, context, route()))).toEqual({
         status: 415,
         reason:
           "request body is read by no body parser, so it cannot be checked against the key; register a parser for its media type (e.g. app.useBodyParser('text'))",
@@ -455,23 +455,23 @@ describe('IdempotencyService.begin: the body and the store', () => {
     for (const over of fine) {
       const req = request('k', over);
       req.headers = { ...req.headers, 'idempotency-key': 'k' };
-      await service.begin(req, context, route());
+      await begin(req, context, route());
     }
     expect(store.calls).toHaveLength(fine.length);
   });
 
   it('answers a key in flight with 409 for the same request and 422 for another', async () => {
-    const { store, service } = setup();
+    const { store, begin } = setup();
     const fingerprint = requestFingerprint('POST', '/pay?b=2&a=1', { amount: 1 }, 'Pay.create');
     store.claimAnswer = async () => ({ state: 'in-flight', fingerprint });
-    expect(await httpError(service.begin(request('k'), context, route()))).toEqual({
+    expect(await httpError(begin(request('k'), context, route()))).toEqual({
       status: 409,
       reason: 'idempotency-key in-flight; retry shortly',
       code: 'key-in-flight',
       headers: { 'retry-after': '1' },
     });
     store.claimAnswer = async () => ({ state: 'in-flight', fingerprint: 'other' });
-    expect(await httpError(service.begin(request('k'), context, route()))).toEqual({
+    expect(await httpError(begin(request('k'), context, route()))).toEqual({
       status: 422,
       reason: 'idempotency-key was already used for a different request',
       code: 'key-reused',
@@ -480,14 +480,14 @@ describe('IdempotencyService.begin: the body and the store', () => {
   });
 
   it('replays a completed key for the same request and answers 422 for another', async () => {
-    const { store, service } = setup();
+    const { store, begin } = setup();
     const fingerprint = requestFingerprint('POST', '/pay?b=2&a=1', { amount: 1 }, 'Pay.create');
     store.claimAnswer = async () => ({ state: 'completed', record: { fingerprint, response } });
-    const replay = await rejection(service.begin(request('k'), context, route()));
+    const replay = await rejection(begin(request('k'), context, route()));
     expect(replay).toBeInstanceOf(IdempotentReplay);
     expect((replay as IdempotentReplay).response).toBe(response);
     store.claimAnswer = async () => ({ state: 'completed', record: { fingerprint: 'other', response } });
-    expect(await httpError(service.begin(request('k'), context, route()))).toEqual({
+    expect(await httpError(begin(request('k'), context, route()))).toEqual({
       status: 422,
       reason: 'idempotency-key was already used for a different request',
       code: 'key-reused',
@@ -500,67 +500,63 @@ describe('IdempotencyService.begin: fingerprint functions', () => {
   spyOnLogger();
 
   it('fingerprints what the function returns instead of the body, under its tag, with handler, method and target', async () => {
-    const { store, service } = setup();
+    const { store, begin } = setup();
     const seen: unknown[] = [];
     const pick = (req: { body: { amount: number } }, ctx: unknown) => {
       seen.push(req, ctx);
       return { amount: req.body.amount };
     };
     const withStamp = request('k', { body: { amount: 1, at: 'noon' } });
-    const claim = (await service.begin(withStamp, context, route({ fingerprint: pick })))!;
+    const claim = (await begin(withStamp, context, route({ fingerprint: pick })))!;
     expect(seen).toEqual([withStamp, context]);
     const hash = requestFingerprint('POST', '/pay?b=2&a=1', { amount: 1 }, 'Pay.create');
     expect(claim.fingerprint).toBe(`${functionTag(pick)}:${hash}`);
     expect(functionTag(pick)).toMatch(/^f1-[\w-]{8}$/);
     expect(store.calls[0][2]).toMatchObject({ fingerprint: claim.fingerprint });
-    const later = (await service.begin(
-      request('k2', { body: { amount: 1, at: 'one' } }),
-      context,
-      route({ fingerprint: pick }),
-    ))!;
+    const later = (await begin(request('k2', { body: { amount: 1, at: 'one' } }), context, route({ fingerprint: pick })))!;
     expect(later.fingerprint).toBe(claim.fingerprint);
   });
 
   it('takes undefined and null from a function as no body', async () => {
-    const { service } = setup();
+    const { begin } = setup();
     const none = requestFingerprint('POST', '/pay?b=2&a=1', undefined, 'Pay.create');
     for (const value of [undefined, null]) {
       const pick = () => value;
-      const claim = (await service.begin(request(`k-${String(value)}`), context, route({ fingerprint: pick })))!;
+      const claim = (await begin(request(`k-${String(value)}`), context, route({ fingerprint: pick })))!;
       expect(claim.fingerprint).toBe(`${functionTag(pick)}:${none}`);
     }
   });
 
   it('awaits a function that returns a promise or another thenable', async () => {
-    const { service } = setup();
+    const { begin } = setup();
     const asPromise = async () => ['a', 1];
     const thenable = () => ({ then: (resolve: (v: unknown) => void) => resolve(['a', 1]) });
     const hash = requestFingerprint('POST', '/pay?b=2&a=1', ['a', 1], 'Pay.create');
-    expect((await service.begin(request('k1'), context, route({ fingerprint: asPromise })))!.fingerprint).toBe(
+    expect((await begin(request('k1'), context, route({ fingerprint: asPromise })))!.fingerprint).toBe(
       `${functionTag(asPromise)}:${hash}`,
     );
-    expect((await service.begin(request('k2'), context, route({ fingerprint: thenable })))!.fingerprint).toBe(
+    expect((await begin(request('k2'), context, route({ fingerprint: thenable })))!.fingerprint).toBe(
       `${functionTag(thenable)}:${hash}`,
     );
   });
 
   it('lets what the function throws go to the filters as it is, before anything is claimed', async () => {
-    const { store, service } = setup();
+    const { store, begin } = setup();
     const thrown = new Error('amount is required');
     const sync = () => {
       throw thrown;
     };
     const async = () => Promise.reject(thrown);
-    expect(await rejection(service.begin(request('k'), context, route({ fingerprint: sync })))).toBe(thrown);
-    expect(await rejection(service.begin(request('k'), context, route({ fingerprint: async })))).toBe(thrown);
+    expect(await rejection(begin(request('k'), context, route({ fingerprint: sync })))).toBe(thrown);
+    expect(await rejection(begin(request('k'), context, route({ fingerprint: async })))).toBe(thrown);
     expect(store.calls).toEqual([]);
   });
 
   it('answers 400 for a value nested too deeply, as for a body', async () => {
-    const { service } = setup();
+    const { begin } = setup();
     let deep: unknown = 1;
     for (let i = 0; i < 20_000; i++) deep = [deep];
-    const err = await httpError(service.begin(request('k'), context, route({ fingerprint: async () => deep })));
+    const err = await httpError(begin(request('k'), context, route({ fingerprint: async () => deep })));
     expect(err).toMatchObject({ status: 400, code: 'body-too-deep' });
   });
 });
@@ -580,10 +576,10 @@ describe('IdempotencyService.begin: a fingerprint stored under another setting',
     over: Partial<ResolvedRouteOptions>,
     rawBody?: Buffer,
   ) => {
-    const { store, service } = setup();
+    const { store, begin } = setup();
     store.claimAnswer = async () =>
       state === 'completed' ? { state, record: { fingerprint: stored, response } } : { state, fingerprint: stored };
-    const err = await rejection(service.begin(request('k', { rawBody }), context, route(over)));
+    const err = await rejection(begin(request('k', { rawBody }), context, route(over)));
     if (err instanceof IdempotentReplay) return 'replay';
     return (err as IdempotencyException).getStatus();
   };
@@ -632,11 +628,9 @@ describe('IdempotencyService.begin: a fingerprint stored under another setting',
   it('does not take a body too deep to fingerprint now as one fingerprinted canonically before', async () => {
     let deep: unknown = 1;
     for (let i = 0; i < 20_000; i++) deep = [deep];
-    const { store, service } = setup();
+    const { store, begin } = setup();
     store.claimAnswer = async () => ({ state: 'completed', record: { fingerprint: canonical, response } });
-    const err = await httpError(
-      service.begin(request('k', { body: deep, rawBody: bytes }), context, route({ fingerprint: 'raw' })),
-    );
+    const err = await httpError(begin(request('k', { body: deep, rawBody: bytes }), context, route({ fingerprint: 'raw' })));
     expect(err).toMatchObject({ status: 422, code: 'key-reused' });
   });
 });

@@ -1,0 +1,23 @@
+import type { ResolvedRouteOptions } from './resolved-options.interface.js';
+
+/**
+ * One call as the idempotency protocol sees it, whatever carries it: an HTTP request today
+ * (`lib/http/http.context.ts`); a GraphQL mutation or a message next. The protocol reads nothing
+ * else of a call, and hands back what is not the handler's to answer through {@link answer}.
+ */
+export interface IdempotencyContext {
+  /** What the call does, for events and logs: the HTTP method. */
+  readonly method: string;
+  /** The key as the caller sent it, before the key rules; `undefined` when none was sent. */
+  sentKey(name: string): string | undefined;
+  /** Throws the module's error when the call cannot be told from another (HTTP: a body no parser read). */
+  check(): void;
+  /** The scope the key lives in, from the route's identity resolver (and host). */
+  scope(route: ResolvedRouteOptions): string | Promise<string>;
+  /** What tells this call from another under one key, tagged with how it was made; synchronous unless a function makes it. */
+  fingerprint(route: ResolvedRouteOptions): string | Promise<string>;
+  /** Whether a stored fingerprint, made under any fingerprint setting, is this call's. */
+  matches(stored: string, fingerprint: string, route: ResolvedRouteOptions): boolean;
+  /** Sends an outcome that is not the handler's: a stored response again, or the module's error. */
+  answer(outcome: unknown): void;
+}
