@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { type IdempotencyRecord, InMemoryCache } from '../lib/index.js';
+import { type IdempotencyRecord, InMemoryStore } from '../lib/index.js';
 import { requestFingerprint } from '../lib/utils/fingerprint.util.js';
 import { storeKey, UNSCOPED } from '../lib/utils/key.util.js';
 
@@ -40,7 +40,7 @@ function record(i: number): IdempotencyRecord {
 
 const RECORDS = 200_000;
 
-async function fill(cache: InMemoryCache, n: number): Promise<string[]> {
+async function fill(cache: InMemoryStore, n: number): Promise<string[]> {
   const keys: string[] = [];
   for (let i = 0; i < n; i++) {
     // Built as the interceptor builds it, from a key as Node's HTTP parser hands it over.
@@ -61,7 +61,7 @@ function gc(): void {
 
 export async function heapPerRecord(): Promise<number> {
   gc();
-  const empty = new InMemoryCache({ maxEntries: RECORDS });
+  const empty = new InMemoryStore({ maxEntries: RECORDS });
   const before = process.memoryUsage();
   const base = before.heapUsed + before.arrayBuffers;
   const keys = await fill(empty, RECORDS);
@@ -80,7 +80,7 @@ function keysBytes(keys: string[]): number {
 }
 
 export async function storeOpsPerSecond(): Promise<{ claimCommit: number; read: number }> {
-  const cache = new InMemoryCache({ maxEntries: RECORDS * 2 });
+  const cache = new InMemoryStore({ maxEntries: RECORDS * 2 });
   const keys = await fill(cache, RECORDS);
   const rec = record(1);
   let i = 0;

@@ -421,7 +421,7 @@ function report(
       fp1m.canonicalRatio <= 10,
     ],
     [
-      'InMemoryCache heap per record (100-byte body)',
+      'InMemoryStore heap per record (100-byte body)',
       '<= 600 bytes',
       `${Math.round(micro.heapPerRecord)} bytes`,
       micro.heapPerRecord <= 600,
@@ -448,10 +448,10 @@ function report(
   }
   lines.push('', '| micro-benchmark | result |', '|---|---|');
   lines.push(
-    `| InMemoryCache claim+commit with 200,000 records held | ${Math.round(micro.ops.claimCommit).toLocaleString('en')} /s |`,
+    `| InMemoryStore claim+commit with 200,000 records held | ${Math.round(micro.ops.claimCommit).toLocaleString('en')} /s |`,
   );
   lines.push(
-    `| InMemoryCache read (claim of a completed key) with 200,000 records | ${Math.round(micro.ops.read).toLocaleString('en')} /s |`,
+    `| InMemoryStore read (claim of a completed key) with 200,000 records | ${Math.round(micro.ops.read).toLocaleString('en')} /s |`,
   );
   for (const f of micro.fingerprint) {
     lines.push(

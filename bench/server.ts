@@ -17,10 +17,9 @@ import {
   type IdempotencyStore,
   IdempotencyModule,
   Idempotent,
-  InMemoryCache,
+  InMemoryStore,
   PostgresStore,
-  RedisCache,
-  RedisCacheOptions,
+  RedisStore,
   SqliteStore,
 } from '../lib/index.js';
 import { PgTransactions } from '../test/support/pg-transactions.js';
@@ -145,12 +144,12 @@ function countedPool(): pg.Pool {
 }
 
 function store(): IdempotencyStore {
-  if (variant === 'redis') return new RedisCache(RedisCacheOptions.create().withUrl(process.env.REDIS_URL!));
+  if (variant === 'redis') return new RedisStore({ url: process.env.REDIS_URL! });
   if (variant === 'sqlite') return new SqliteStore({ filename: process.env.SQLITE_FILE! });
   if (variant === 'postgres') return new PostgresStore({ pool: countedPool() });
   // Room for every record of a run, so none is evicted (MAX_ENTRIES: a smaller store, to see what
   // the retained records cost the garbage collector).
-  return new InMemoryCache({ maxEntries: Number(process.env.MAX_ENTRIES ?? 1_000_000) });
+  return new InMemoryStore({ maxEntries: Number(process.env.MAX_ENTRIES ?? 1_000_000) });
 }
 
 @Module({ imports: imports(), controllers: [StatsController, controller()] })

@@ -84,6 +84,8 @@ export const OPENAPI = {
 export const LOGS = {
   cacheDeprecated:
     'IdempotencyModule: the option cache is deprecated and will be removed in 1.0; name it store (it takes the same value)',
+  renamed: (old: string, now: string) =>
+    `${old} is deprecated and will be removed in 1.0; use ${now}, the same thing under the package's one word for a store`,
   noScope: (route: string, got: unknown) =>
     `${route}: the identity resolver returned ${typeof got === 'string' ? 'an empty string' : typeof got}, not a scope; answering 500`,
   noRawBody: (route: string) =>
@@ -127,7 +129,7 @@ export const LOGS = {
   /** Logged by every store that finds a value under an idempotency key it did not write. */
   foreignValue: 'a value the idempotency layer did not write was under an idempotency key; it is replaced by a claim',
   perProcess:
-    'InMemoryCache keeps idempotency state per process: a retry that reaches another pod runs again. Use RedisCache with more than one instance.',
+    'InMemoryStore keeps idempotency state per process: a retry that reaches another pod runs again. Use RedisStore with more than one instance.',
   redisDown: (reason: string) => `Redis unreachable: ${reason}`,
   postgresIdleError: (reason: string) => `an idle PostgreSQL connection failed; the pool replaces it: ${reason}`,
   sweepFailed: (reason: string) => `sweeping expired idempotency rows failed; the next sweep tries again: ${reason}`,
@@ -146,9 +148,9 @@ export const LOGS = {
 
 /** Store errors: the service turns them into a 503 and logs them with {@link LOGS.claimFailed}. */
 export const STORE_ERRORS = {
-  memoryFull: 'InMemoryCache is full: every entry is a claim in flight or kept by its prefix quota',
+  memoryFull: 'InMemoryStore is full: every entry is a claim in flight or kept by its prefix quota',
   redisTimeout: (ms: number) => `Redis command timed out after ${ms} ms`,
-  redisForeign: 'RedisCache: the key holds a value that is not an idempotency record',
+  redisForeign: 'RedisStore: the key holds a value that is not an idempotency record',
   closed: 'the idempotency store is closed (the application is shutting down)',
   postgresSchema: (reason: string) => `PostgresStore: the schema could not be created: ${reason}`,
   noRows:
@@ -241,15 +243,12 @@ export const CONFIG_ERRORS = {
   notARoute:
     'only HTTP route handlers of controllers are deduplicated; on a provider method (a GraphQL resolver, a service) it would do nothing, so it is refused; remove the decorator rather than rely on it',
   transactionalStreamType: 'transactional: true cannot return a StreamableFile: a stream cannot be recorded before COMMIT',
-  maxEntries: (got: unknown) => `InMemoryCache: maxEntries must be a positive integer, got ${shown(got)}`,
-  quotas: 'InMemoryCache: prefixQuotas needs non-empty prefixes and non-negative integer quotas',
+  maxEntries: (got: unknown) => `InMemoryStore: maxEntries must be a positive integer, got ${shown(got)}`,
+  quotas: 'InMemoryStore: prefixQuotas needs non-empty prefixes and non-negative integer quotas',
   quotasTooLarge: (reserved: number, maxEntries: number) =>
-    `InMemoryCache: prefixQuotas reserve ${reserved} entries, more than maxEntries (${maxEntries})`,
-  redisOptions: 'RedisCache: pass RedisCacheOptions.create().withUrl(...) or .withClient(...)',
-  redisTarget: 'RedisCache: set withUrl() or withClient()',
+    `InMemoryStore: prefixQuotas reserve ${reserved} entries, more than maxEntries (${maxEntries})`,
+  redisTarget: 'give exactly one of url (a client of its own) and client (yours)',
   postgresTarget: 'give exactly one of connectionString (a pool of its own) and pool (yours)',
   sqliteTarget: 'give exactly one of filename (a database of its own) and database (yours)',
   identifier: (name: string) => `${name} must be an SQL identifier: a letter or _, then letters, digits or _, at most 63 in all`,
-  redisTimeout: (max: number, got: unknown) =>
-    `RedisCache: the command timeout must be an integer from 1 to ${max} (ms), got ${shown(got)}`,
 } as const;

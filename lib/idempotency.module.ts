@@ -36,16 +36,16 @@ import { OpenApiExplorer } from './openapi/openapi.explorer.js';
 import { resolveModuleOptions } from './options/module-options.resolver.js';
 import { RouteOptionsAccessor } from './route-options.accessor.js';
 import { TransactionRunner } from './transaction.runner.js';
-import { InMemoryCache } from './stores/in-memory.cache.js';
+import { InMemoryStore } from './stores/in-memory.store.js';
 
 /** The options as the user gave them; resolved (and validated) when the application starts. */
 const RAW_OPTIONS = Symbol('IDEMPOTENCY_RAW_OPTIONS');
 
 /**
- * Without a `store` option each registration gets an `InMemoryCache` of its own: works on one
+ * Without a `store` option each registration gets an `InMemoryStore` of its own: works on one
  * instance with no setup, and two registrations never share keys by accident.
  */
-const defaultStore = () => new InMemoryCache();
+const defaultStore = () => new InMemoryStore();
 
 /** `registration` names the call in errors about options that belong to it rather than to the options. */
 const resolvedOptions = (registration: 'forRoot()' | 'forRootAsync()'): Provider => ({

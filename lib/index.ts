@@ -79,11 +79,11 @@ export type { IdempotencyTransactions, SqlExecutor } from './interfaces/idempote
 export type { ActiveClaim } from './interfaces/active-claim.interface.js';
 
 // Stores
-export { InMemoryCache } from './stores/in-memory.cache.js';
-export type { InMemoryCacheOptions, CacheSetOptions } from './stores/in-memory-cache.options.js';
-export { RedisCache } from './stores/redis.cache.js';
-export { RedisCacheOptions, DEFAULT_REDIS_COMMAND_TIMEOUT_MS } from './stores/redis-cache.options.js';
-export type { RedisClientLike } from './stores/redis-cache.options.js';
+export { InMemoryStore } from './stores/in-memory.store.js';
+export type { InMemoryStoreOptions, CacheSetOptions } from './stores/in-memory-store.options.js';
+export { RedisStore } from './stores/redis.store.js';
+export { DEFAULT_REDIS_COMMAND_TIMEOUT_MS } from './stores/redis-store.options.js';
+export type { RedisClientLike, RedisStoreOptions } from './stores/redis-store.options.js';
 export { PostgresStore } from './stores/postgres.store.js';
 export type { PostgresStoreOptions, PostgresPoolLike } from './stores/postgres-store.options.js';
 export { SqliteStore } from './stores/sqlite.store.js';
@@ -93,3 +93,8 @@ export type { SqlStoreOptions } from './stores/sql-store.options.js';
 // Exactly-once with the application's own transaction
 export { clsTransactions } from './transactions/cls.transactions.js';
 export type { TransactionHostLike, TransactionQuery } from './transactions/cls.transactions.js';
+
+// The names of 0.x, kept working with one warning each until 1.0 (see CHANGELOG.md)
+export { InMemoryCache, RedisCache } from './stores/deprecated.aliases.js';
+export type { InMemoryCacheOptions } from './stores/deprecated.aliases.js';
+export { RedisCacheOptions } from './stores/redis-cache.options.js';

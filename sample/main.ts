@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { type INestApplication, Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
-import { type IdempotencyStore, InMemoryCache, PostgresStore, RedisCache, RedisCacheOptions } from '../lib/index.js';
+import { type IdempotencyStore, InMemoryStore, PostgresStore, RedisStore } from '../lib/index.js';
 import { AppModule } from './app.module.js';
 
 function numberFromEnv(name: string): number | undefined {
@@ -22,9 +22,9 @@ function storeFromEnv(): IdempotencyStore | undefined {
     case 'sqlite':
       return undefined;
     case 'memory':
-      return new InMemoryCache({ maxEntries: 200_000 });
+      return new InMemoryStore({ maxEntries: 200_000 });
     case 'redis':
-      return new RedisCache(RedisCacheOptions.create().withUrl(required('REDIS_URL')));
+      return new RedisStore({ url: required('REDIS_URL') });
     case 'postgres':
       return new PostgresStore({ connectionString: required('DATABASE_URL') });
     default:

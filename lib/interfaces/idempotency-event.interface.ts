@@ -26,7 +26,7 @@ export type IdempotencyOutcome =
   | 'bypassed'
   /** A running handler's lease could not be renewed: its key may already be another request's. */
   | 'lease-lost'
-  /** A stored record was evicted to make room before its ttl (InMemoryCache). */
+  /** A stored record was evicted to make room before its ttl (InMemoryStore). */
   | 'evicted';
 
 /**
@@ -47,7 +47,7 @@ export interface IdempotencyEvent {
   readonly storeMs: number;
   /** SHA-256 of the key as the client sent it, in hex; `undefined` when there was none, or for `evicted`. */
   readonly keyHash: string | undefined;
-  /** The store's class name, e.g. `RedisCache`. */
+  /** The store's class name, e.g. `RedisStore`. */
   readonly store: string;
   /** When the outcome was decided (epoch ms). */
   readonly at: number;

@@ -10,9 +10,9 @@ import type { IdempotencyIdentity } from './identity-resolver.interface.js';
 /** Options of `IdempotencyModule`. Every one is optional. */
 export interface IdempotencyModuleOptions {
   /**
-   * Where keys and responses are kept. Default: a new `InMemoryCache` for this module (state per
-   * process). Several pods need `RedisCache`, `PostgresStore` or `SqliteStore` (one host). Give
-   * idempotency a store of its own: see the README's "InMemoryCache".
+   * Where keys and responses are kept. Default: a new `InMemoryStore` for this module (state per
+   * process). Several pods need `RedisStore`, `PostgresStore` or `SqliteStore` (one host). Give
+   * idempotency a store of its own: see the README's "InMemoryStore".
    */
   store?: IdempotencyStore;
   /** @deprecated The same as `store`, its earlier name: it still works, with one warning. */

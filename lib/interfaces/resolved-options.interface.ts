@@ -11,7 +11,7 @@ import type { IdempotencyIdentity } from './identity-resolver.interface.js';
  * `IDEMPOTENCY_MODULE_OPTIONS` token provides.
  */
 export interface ResolvedIdempotencyOptions {
-  /** The store in use: the `store` option, or the module's own `InMemoryCache`. */
+  /** The store in use: the `store` option, or the module's own `InMemoryStore`. */
   readonly store: IdempotencyStore;
   readonly ttlMs: number;
   readonly leaseMs: number;

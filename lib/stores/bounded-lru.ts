@@ -1,5 +1,5 @@
 import { CONFIG_ERRORS } from '../idempotency.messages.js';
-import type { CacheSetOptions, InMemoryCacheOptions } from './in-memory-cache.options.js';
+import type { CacheSetOptions, InMemoryStoreOptions } from './in-memory-store.options.js';
 
 // Eviction takes queues in this order: plain before guaranteed, and within each, entries never read
 // (oldest insert first) before read ones (least recently read first). Only a read moves an entry.
@@ -68,7 +68,7 @@ class Group {
 
 /**
  * A general-purpose cache bounded by entry count, O(1) per operation, with lazy expiry (no timers),
- * per-prefix quotas and guaranteed entries. `InMemoryCache` builds the idempotency store on it.
+ * per-prefix quotas and guaranteed entries. `InMemoryStore` builds the idempotency store on it.
  */
 export class BoundedLru {
   private readonly entries = new Map<string, Entry>();
@@ -79,7 +79,7 @@ export class BoundedLru {
   protected readonly now: () => number;
   private stamp = 0;
 
-  constructor(options: InMemoryCacheOptions = {}) {
+  constructor(options: InMemoryStoreOptions = {}) {
     const maxEntries = options.maxEntries ?? 10_000;
     if (!Number.isSafeInteger(maxEntries) || maxEntries < 1) throw new Error(CONFIG_ERRORS.maxEntries(maxEntries));
     let reserved = 0;

@@ -1,25 +1,14 @@
-/**
- * The parts of an ioredis client (`Redis` or `Cluster`) the store uses. Declared here so that the
- * package's types never name ioredis, which is an optional peer dependency.
- */
-export interface RedisClientLike {
-  defineCommand(name: string, definition: { numberOfKeys?: number; lua: string }): void;
-  quit(): Promise<unknown>;
-  disconnect(): void;
-  // `any`, as ioredis declares it: anything narrower would refuse real `Redis` and `Cluster` clients.
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  on(event: string, listener: (...args: any[]) => void): unknown;
-}
-
-/** Default bound on one Redis command, in ms: past it the request is answered 503. */
-export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 1000;
+import { DEFAULT_REDIS_COMMAND_TIMEOUT_MS, type RedisClientLike } from './redis-store.options.js';
 
 /**
- * How `RedisCache` reaches Redis. Immutable: every `with…` returns a new instance.
+ * How `RedisStore` reached Redis before it took a plain options object (`RedisStoreOptions`). Immutable:
+ * every `with…` returns a new instance. The store still takes one, and warns once.
+ *
+ * @deprecated Pass `{ url }` or `{ client }` (and `commandTimeoutMs`, `redisOptions`) to `RedisStore`.
  *
  * ```ts
- * new RedisCache(RedisCacheOptions.create().withUrl('redis://127.0.0.1:6379'));
- * new RedisCache(RedisCacheOptions.create().withClient(existingRedisOrCluster));
+ * new RedisStore(RedisCacheOptions.create().withUrl('redis://127.0.0.1:6379'));
+ * new RedisStore(RedisCacheOptions.create().withClient(existingRedisOrCluster));
  * ```
  */
 export class RedisCacheOptions {

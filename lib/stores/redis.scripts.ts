@@ -1,4 +1,4 @@
-import type { RedisClientLike } from './redis-cache.options.js';
+import type { RedisClientLike } from './redis-store.options.js';
 
 // One script per operation, each a single round trip on a single key (so a Cluster routes it by
 // that key). The client sends them with EVALSHA, falling back to EVAL once per script on NOSCRIPT.

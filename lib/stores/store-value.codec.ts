@@ -19,7 +19,7 @@ export const SEALED_PLACEHOLDER: StoredResponse = Object.freeze({ status: 0, hea
 /** The most digits a format number is read with. */
 const MAX_FORMAT_DIGITS = 9;
 
-// One flat value per key, for Redis and for InMemoryCache alike (one Buffer costs far less memory
+// One flat value per key, for Redis and for InMemoryStore alike (one Buffer costs far less memory
 // than the objects of a record): "C<owner>\n<fingerprint>" for a claim and
 // "R<fingerprint>\n<status>\n<headers JSON>\n<body>" for a record. Owner, fingerprint, status and
 // the JSON never hold a raw newline; the body is raw bytes.
@@ -101,7 +101,7 @@ function versioned(value: Buffer): HeldEntry | undefined {
 }
 
 /**
- * A record value as the SQL stores and InMemoryCache keep it (they know it is a record): completed
+ * A record value as the SQL stores and InMemoryStore keep it (they know it is a record): completed
  * (readable or sealed), or unreadable when a newer release wrote it.
  */
 export function readRecord(value: Buffer): HeldEntry {

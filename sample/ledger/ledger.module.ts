@@ -10,8 +10,7 @@ import {
   type IdempotencyModuleOptions,
   type IdempotencyTransactions,
   PostgresStore,
-  RedisCache,
-  RedisCacheOptions,
+  RedisStore,
 } from '../../lib/index.js';
 import { AccountIdentityResolver } from '../account-identity.resolver.js';
 import { CachedChargesController } from './cached-charges.controller.js';
@@ -35,7 +34,7 @@ function crashingAfterCommit(transactions: IdempotencyTransactions, faults: Faul
 /**
  * The second sample: charges in PostgreSQL through TypeORM and `@nestjs-cls/transactional`, made
  * exactly-once by `@Idempotent({ transactional: true })` on PostgresStore. With `store: 'redis'` it
- * runs the same route on RedisCache instead, as the cache-style contrast.
+ * runs the same route on RedisStore instead, as the cache-style contrast.
  */
 @Module({})
 export class LedgerModule {
@@ -56,7 +55,7 @@ export class LedgerModule {
           useFactory: (txHost: TransactionHost<TransactionalAdapterTypeOrm>, faults: Faults): IdempotencyModuleOptions => ({
             store: transactional
               ? new PostgresStore({ connectionString: options.databaseUrl })
-              : new RedisCache(RedisCacheOptions.create().withUrl(options.redisUrl ?? 'redis://127.0.0.1:6379')),
+              : new RedisStore({ url: options.redisUrl ?? 'redis://127.0.0.1:6379' }),
             transactions: crashingAfterCommit(clsTransactions(txHost), faults),
             identity: AccountIdentityResolver,
             leaseMs: options.leaseMs,

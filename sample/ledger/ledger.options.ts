@@ -7,7 +7,7 @@ export interface LedgerOptions {
   databaseUrl: string;
   /**
    * `'postgres'` (default): PostgresStore and a transactional route, exactly-once with the charge.
-   * `'redis'`: RedisCache and a plain route, the cache-style contrast the tests show failing.
+   * `'redis'`: RedisStore and a plain route, the cache-style contrast the tests show failing.
    */
   store: 'postgres' | 'redis';
   redisUrl?: string;

@@ -11,10 +11,9 @@ import {
   IdempotencyModule,
   type IdempotencyStore,
   Idempotent,
-  InMemoryCache,
+  InMemoryStore,
   PostgresStore,
-  RedisCache,
-  RedisCacheOptions,
+  RedisStore,
   SqliteStore,
 } from '../../lib/index.js';
 import type { HistoryLine } from './history.js';
@@ -118,13 +117,13 @@ function store(): IdempotencyStore {
   const url = process.env.STORE_URL ?? '';
   switch (process.env.STORE) {
     case 'redis':
-      return new RedisCache(RedisCacheOptions.create().withUrl(url));
+      return new RedisStore({ url });
     case 'postgres':
       return new PostgresStore({ connectionString: url, poolSize: Number(process.env.POOL_SIZE) || undefined });
     case 'sqlite':
       return new SqliteStore({ filename: url });
     default:
-      return new InMemoryCache();
+      return new InMemoryStore();
   }
 }
 

@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type IdempotencyStore, PostgresStore, RedisCache, RedisCacheOptions, SqliteStore } from '../../lib/index.js';
+import { type IdempotencyStore, PostgresStore, RedisStore, SqliteStore } from '../../lib/index.js';
 import { FaultProxy } from '../support/fault-proxy.js';
 import { Pod } from '../support/pod.js';
 import { PostgresServer } from '../support/postgres-server.js';
@@ -263,7 +263,7 @@ export class Cluster {
   private async openInspector(): Promise<IdempotencyStore | undefined> {
     if (this.inspector) return this.inspector;
     const { store } = this.options;
-    if (store === 'redis') this.inspector = new RedisCache(RedisCacheOptions.create().withUrl(this.storeUrl));
+    if (store === 'redis') this.inspector = new RedisStore({ url: this.storeUrl });
     else if (store === 'postgres' || store === 'postgres-tx')
       this.inspector = new PostgresStore({ connectionString: this.storeUrl, createSchema: false });
     else if (store === 'sqlite') this.inspector = new SqliteStore({ filename: this.sqliteFile, createSchema: false });

@@ -6,7 +6,7 @@ import {
   type IdempotencyEvent,
   IdempotencyModule,
   type IdempotencyStore,
-  InMemoryCache,
+  InMemoryStore,
   SqliteStore,
 } from '../../lib/index.js';
 import { ADAPTERS, startApp } from '../support/app.js';
@@ -22,7 +22,7 @@ const newKey = (): string => `adm-${Date.now()}-${++seq}`;
 async function plantFutureRecord(cache: IdempotencyStore, key: string): Promise<void> {
   const value = Buffer.from('V9\nsealed-by-a-newer-release');
   const raw = cache as unknown as Record<string, (...args: unknown[]) => unknown>;
-  if (cache instanceof InMemoryCache) {
+  if (cache instanceof InMemoryStore) {
     raw.insert.call(cache, key, value.toString('latin1'), 2, Infinity, 2);
   } else if (cache instanceof SqliteStore) {
     await raw.statements.call(cache);

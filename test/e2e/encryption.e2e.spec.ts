@@ -7,9 +7,8 @@ import {
   type IdempotencyEncryption,
   IdempotencyModule,
   type IdempotencyStore,
-  InMemoryCache,
-  RedisCache,
-  RedisCacheOptions,
+  InMemoryStore,
+  RedisStore,
   SqliteStore,
 } from '../../lib/index.js';
 import { ADAPTERS, useApps } from '../support/app.js';
@@ -32,7 +31,7 @@ interface Raw {
 
 function rawOf(cache: IdempotencyStore, redis?: Redis): Raw {
   const inner = cache as unknown as Record<string, unknown>;
-  if (cache instanceof InMemoryCache) {
+  if (cache instanceof InMemoryStore) {
     const entries = inner.entries as Map<string, { value: string }>;
     return {
       read: async (k) => Buffer.from(entries.get(k)!.value, 'latin1'),
@@ -47,7 +46,7 @@ function rawOf(cache: IdempotencyStore, redis?: Redis): Raw {
       write: async (k, v) => void db().prepare('UPDATE idempotency_records SET record = ? WHERE key = ?').run(v, k),
     };
   }
-  if (cache instanceof RedisCache) {
+  if (cache instanceof RedisStore) {
     return {
       read: async (k) => (await redis!.getBuffer(k))!,
       write: async (k, v) => void (await redis!.set(k, v, 'KEEPTTL')),
@@ -81,7 +80,7 @@ describe.each(cases)('encryption at rest on %s, %s', (storeName, adapter) => {
 
   /** A fresh store for one test (shared by the apps, "pods", that test starts). */
   const freshStore = async (): Promise<IdempotencyStore> =>
-    storeName === 'redis' ? new RedisCache(RedisCacheOptions.create().withUrl(server!.url)) : (await openStore(storeName)).cache;
+    storeName === 'redis' ? new RedisStore({ url: server!.url }) : (await openStore(storeName)).cache;
   const pod = async (cache: IdempotencyStore, encryption: IdempotencyEncryption) => {
     const app: INestApplication = await start(adapter, {
       imports: [IdempotencyModule.forRoot({ store: cache, encryption })],

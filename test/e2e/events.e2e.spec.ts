@@ -8,7 +8,7 @@ import {
   type IdempotencyEventListener,
   IdempotencyModule,
   type IdempotencyRecord,
-  InMemoryCache,
+  InMemoryStore,
 } from '../../lib/index.js';
 import { ADAPTERS, startApp, useApps } from '../support/app.js';
 import { Gate, Runs, TestController } from '../support/fixtures.js';
@@ -19,8 +19,8 @@ let seq = 0;
 const newKey = (): string => `ev-${Date.now()}-${++seq}`;
 const sha256 = (key: string): string => createHash('sha256').update(key).digest('hex');
 
-/** A real InMemoryCache that can be told to fail its next claims or commits, as a store outage would. */
-class SwitchableCache extends InMemoryCache {
+/** A real InMemoryStore that can be told to fail its next claims or commits, as a store outage would. */
+class SwitchableCache extends InMemoryStore {
   claimsFail = false;
   commitsFail = false;
   override claim(key: string, claim: IdempotencyClaim) {
@@ -171,10 +171,10 @@ describe.each(ADAPTERS)('events listeners on %s', (adapter) => {
     ]);
   });
 
-  it('reports a record InMemoryCache evicts to make room as evicted, with the key hash', async () => {
+  it('reports a record InMemoryStore evicts to make room as evicted, with the key hash', async () => {
     const seen: IdempotencyEvent[] = [];
     const app = await start(adapter, {
-      imports: [IdempotencyModule.forRoot({ store: new InMemoryCache({ maxEntries: 2 }), events: (e) => void seen.push(e) })],
+      imports: [IdempotencyModule.forRoot({ store: new InMemoryStore({ maxEntries: 2 }), events: (e) => void seen.push(e) })],
       controllers: [TestController],
       providers: [Runs, Gate],
     });
@@ -182,7 +182,7 @@ describe.each(ADAPTERS)('events listeners on %s', (adapter) => {
     for (const key of keys) expect((await post(app, key)).status).toBe(201);
     await until(() => seen.some((e) => e.outcome === 'evicted'));
     expect(seen.filter((e) => e.outcome === 'evicted')).toEqual([
-      expect.objectContaining({ route: undefined, method: undefined, keyHash: sha256(keys[0]), store: 'InMemoryCache' }),
+      expect.objectContaining({ route: undefined, method: undefined, keyHash: sha256(keys[0]), store: 'InMemoryStore' }),
     ]);
   });
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { BadRequestException, Body, Controller, HttpCode, Post } from '@nestjs/common';
 import request from 'supertest';
-import { type FingerprintMode, IdempotencyModule, Idempotent, InMemoryCache } from '../../lib/index.js';
+import { type FingerprintMode, IdempotencyModule, Idempotent, InMemoryStore } from '../../lib/index.js';
 import { ADAPTERS, useApps } from '../support/app.js';
 import { spyOnLogger } from '../support/logger.js';
 
@@ -153,7 +153,7 @@ describe.each(ADAPTERS)('changing the fingerprint setting between deploys on %s'
       .send(text);
   /** Three versions of one application sharing one store, as pods do during a rolling deploy. */
   const versions = async () => {
-    const cache = new InMemoryCache();
+    const cache = new InMemoryStore();
     const version = async (fingerprint: FingerprintMode) =>
       (
         await start(

@@ -29,7 +29,7 @@ import {
   IdempotencyModule,
   type IdempotencyModuleOptions,
   Idempotent,
-  InMemoryCache,
+  InMemoryStore,
 } from '../../lib/index.js';
 import { ADAPTERS, type AdapterName, listen, startApp, useApps } from '../support/app.js';
 import { Gate, Runs } from '../support/fixtures.js';
@@ -375,9 +375,9 @@ describe.each(ADAPTERS)('hardening (docs/hardening.md) on %s', (adapter) => {
     );
   });
 
-  it('H10. InMemoryCache never evicts a claim in flight; with nothing evictable a new key gets 503', async () => {
+  it('H10. InMemoryStore never evicts a claim in flight; with nothing evictable a new key gets 503', async () => {
     const errors = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
-    const { base, runs, gate } = await start(adapter, { store: new InMemoryCache({ maxEntries: 10 }) });
+    const { base, runs, gate } = await start(adapter, { store: new InMemoryStore({ maxEntries: 10 }) });
     gate.close();
     const slow = send(base, '/gated', json('held'), '{}');
     while (runs.of('gated') === 0) await sleep(5);
@@ -388,7 +388,7 @@ describe.each(ADAPTERS)('hardening (docs/hardening.md) on %s', (adapter) => {
     expect((await slow).status).toBe(201);
     expect(runs.of('gated')).toBe(1);
 
-    const { base: full, runs: fullRuns, gate: fullGate } = await start(adapter, { store: new InMemoryCache({ maxEntries: 2 }) });
+    const { base: full, runs: fullRuns, gate: fullGate } = await start(adapter, { store: new InMemoryStore({ maxEntries: 2 }) });
     fullGate.close();
     const a = send(full, '/gated', json('a'), '{}');
     const b = send(full, '/gated', json('b'), '{}');
@@ -399,7 +399,7 @@ describe.each(ADAPTERS)('hardening (docs/hardening.md) on %s', (adapter) => {
       '1',
       '{"error":"idempotency store unavailable; retry shortly"}',
     ]);
-    expect(errors).toHaveBeenCalledWith(expect.stringContaining('InMemoryCache is full'));
+    expect(errors).toHaveBeenCalledWith(expect.stringContaining('InMemoryStore is full'));
     fullGate.release();
     expect([(await a).status, (await b).status]).toEqual([201, 201]);
     expect(fullRuns.of('body')).toBe(0);
@@ -438,7 +438,7 @@ describe.each(ADAPTERS)('hardening (docs/hardening.md) on %s', (adapter) => {
   });
 
   it('H14. an unknown option fails the start naming it and the nearest valid one; module-level keys say so', async () => {
-    await expect(start(adapter, { stores: new InMemoryCache() } as never)).rejects.toThrow(
+    await expect(start(adapter, { stores: new InMemoryStore() } as never)).rejects.toThrow(
       'IdempotencyModule: unknown option "stores" (did you mean store?)',
     );
     const async = IdempotencyModule.forRootAsync({ useFactory: () => ({ isGlobal: false }) as never });
@@ -471,7 +471,7 @@ describe.each(ADAPTERS)('hardening (docs/hardening.md) on %s', (adapter) => {
   });
 
   it('H15. the lease is renewed until the commit has settled', async () => {
-    const inner = new InMemoryCache();
+    const inner = new InMemoryStore();
     const slowCommit: IdempotencyStore = {
       claim: (k, c) => inner.claim(k, c),
       release: (k, o) => inner.release(k, o),

@@ -6,9 +6,8 @@ import {
   IdempotencyHealthIndicator,
   IdempotencyModule,
   type IdempotencyStore,
-  InMemoryCache,
-  RedisCache,
-  RedisCacheOptions,
+  InMemoryStore,
+  RedisStore,
 } from '../../lib/index.js';
 import { ADAPTERS, startApp, useApps } from '../support/app.js';
 import { spyOnLogger } from '../support/logger.js';
@@ -36,12 +35,12 @@ const withHealth = (cache: IdempotencyStore) => ({
 const app = (adapter: (typeof ADAPTERS)[number], cache: IdempotencyStore) => startApp(adapter, withHealth(cache));
 
 /** Real stores whose ping a test can make fail or hang, as a store that is down or slow. */
-class FailingCache extends InMemoryCache {
+class FailingCache extends InMemoryStore {
   override ping(): Promise<void> {
     return Promise.reject(new Error('store down (by the test)'));
   }
 }
-class HangingCache extends InMemoryCache {
+class HangingCache extends InMemoryStore {
   override ping(): Promise<void> {
     return new Promise(() => undefined);
   }
@@ -90,7 +89,7 @@ describeRedis.each(ADAPTERS)('IdempotencyHealthIndicator on a real Redis, %s', (
   let nest: INestApplication;
   beforeAll(async () => {
     server = await RedisServer.start([], { ownServer: true });
-    nest = await app(adapter, new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(200)));
+    nest = await app(adapter, new RedisStore({ url: server.url, commandTimeoutMs: 200 }));
   });
   afterAll(async () => {
     await nest?.close();
@@ -99,10 +98,10 @@ describeRedis.each(ADAPTERS)('IdempotencyHealthIndicator on a real Redis, %s', (
 
   it('is up while redis-server answers, down once it is stopped', async () => {
     const up = await request(nest.getHttpServer()).get('/health');
-    expect(up.body.info.idempotency).toMatchObject({ status: 'up', store: 'RedisCache' });
+    expect(up.body.info.idempotency).toMatchObject({ status: 'up', store: 'RedisStore' });
     await server.stop();
     const down = await request(nest.getHttpServer()).get('/health');
     expect(down.status).toBe(503);
-    expect(down.body.error.idempotency).toMatchObject({ status: 'down', store: 'RedisCache', message: expect.any(String) });
+    expect(down.body.error.idempotency).toMatchObject({ status: 'down', store: 'RedisStore', message: expect.any(String) });
   });
 });

@@ -25,7 +25,7 @@ import {
   type IdempotencyRecord,
   type IdempotencyStore,
   Idempotent,
-  InMemoryCache,
+  InMemoryStore,
 } from '../../lib/index.js';
 import { ADAPTERS, startApp, useApps } from '../support/app.js';
 import { Config, ConfigModule, Gate, OptionsFactory, Runs, TestController } from '../support/fixtures.js';
@@ -101,7 +101,7 @@ describe.each(ADAPTERS)('integration on %s', (adapter) => {
   });
 
   it('B12. commits the record before the first response leaves', async () => {
-    const inner = new InMemoryCache();
+    const inner = new InMemoryStore();
     const events: string[] = [];
     const slowCommit: IdempotencyStore = {
       claim: (k, c) => inner.claim(k, c),
@@ -150,8 +150,8 @@ describe.each(ADAPTERS)('integration on %s', (adapter) => {
     expect(two.get(Runs).of('payments')).toBe(1);
   });
 
-  it("two keyPrefixes on one InMemoryCache never see each other's records", async () => {
-    const cache = new InMemoryCache();
+  it("two keyPrefixes on one InMemoryStore never see each other's records", async () => {
+    const cache = new InMemoryStore();
     const one = await start(adapter, {
       imports: [IdempotencyModule.forRoot({ store: cache, keyPrefix: 'a:' })],
       controllers: [TestController],
@@ -188,7 +188,7 @@ describe.each(ADAPTERS)('integration on %s', (adapter) => {
   });
 
   it("a failed commit still sends the handler's response", async () => {
-    const inner = new InMemoryCache();
+    const inner = new InMemoryStore();
     const store: IdempotencyStore = {
       claim: (k, c) => inner.claim(k, c),
       release: (k, o) => inner.release(k, o),

@@ -97,7 +97,7 @@ describe.each(ADAPTERS)('OpenTelemetry on %s', (adapter) => {
       ['replayed', 'TestController.create', 1],
     ]);
     for (const p of requests.dataPoints) {
-      expect(p.attributes).toMatchObject({ 'idempotency.store': 'InMemoryCache', 'http.request.method': 'POST' });
+      expect(p.attributes).toMatchObject({ 'idempotency.store': 'InMemoryStore', 'http.request.method': 'POST' });
     }
     const durations = all.find((m) => m.descriptor.name === 'idempotency.store.duration') as HistogramMetricData;
     expect(durations.dataPointType).toBe(DataPointType.HISTOGRAM);
@@ -106,7 +106,7 @@ describe.each(ADAPTERS)('OpenTelemetry on %s', (adapter) => {
       durations.dataPoints.map((p) => [p.attributes['idempotency.store.operation'], p.value.count]),
     );
     expect(byOperation).toEqual({ claim: 4, commit: 1, release: 1 });
-    for (const p of durations.dataPoints) expect(p.attributes['idempotency.store']).toBe('InMemoryCache');
+    for (const p of durations.dataPoints) expect(p.attributes['idempotency.store']).toBe('InMemoryStore');
     // H34 (issue 22 item 20): the conventions' unit for durations is seconds.
     const seconds = all.find((m) => m.descriptor.name === 'idempotency.store.operation.duration') as HistogramMetricData;
     expect(seconds.descriptor.unit).toBe('s');

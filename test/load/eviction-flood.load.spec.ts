@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Controller, type INestApplication, Post } from '@nestjs/common';
 import request from 'supertest';
-import { IdempotencyModule, Idempotent, InMemoryCache } from '../../lib/index.js';
+import { IdempotencyModule, Idempotent, InMemoryStore } from '../../lib/index.js';
 import { ADAPTERS, startApp } from '../support/app.js';
 
 const N = 200;
@@ -23,15 +23,15 @@ afterAll(() => {
 });
 
 describe.each(ADAPTERS)('eviction floods on %s (bounded: 10 x maxEntries)', (adapter) => {
-  let cache: InMemoryCache;
+  let cache: InMemoryStore;
   let app: INestApplication;
-  let quotaCache: InMemoryCache;
+  let quotaCache: InMemoryStore;
   let quotaApp: INestApplication;
 
   beforeAll(async () => {
-    cache = new InMemoryCache({ maxEntries: N });
+    cache = new InMemoryStore({ maxEntries: N });
     app = await startApp(adapter, { imports: [IdempotencyModule.forRoot({ store: cache })], controllers: [FloodController] });
-    quotaCache = new InMemoryCache({ maxEntries: N, prefixQuotas: { 'idem:': N / 2, 'rl:': N / 2 } });
+    quotaCache = new InMemoryStore({ maxEntries: N, prefixQuotas: { 'idem:': N / 2, 'rl:': N / 2 } });
     quotaApp = await startApp(adapter, {
       imports: [IdempotencyModule.forRoot({ store: quotaCache })],
       controllers: [FloodController],
@@ -61,7 +61,7 @@ describe.each(ADAPTERS)('eviction floods on %s (bounded: 10 x maxEntries)', (ada
   }, 120_000);
 
   it('a flood of 10 x N unique keys stays within N entries and evicts the oldest records first', async () => {
-    const floodCache = new InMemoryCache({ maxEntries: N });
+    const floodCache = new InMemoryStore({ maxEntries: N });
     const floodApp = await startApp(adapter, {
       imports: [IdempotencyModule.forRoot({ store: floodCache })],
       controllers: [FloodController],
@@ -74,7 +74,7 @@ describe.each(ADAPTERS)('eviction floods on %s (bounded: 10 x maxEntries)', (ada
   }, 120_000);
 
   it('records that were retried outlive a flood of never-retried keys', async () => {
-    const floodCache = new InMemoryCache({ maxEntries: N });
+    const floodCache = new InMemoryStore({ maxEntries: N });
     const floodApp = await startApp(adapter, {
       imports: [IdempotencyModule.forRoot({ store: floodCache })],
       controllers: [FloodController],
@@ -96,7 +96,7 @@ describe.each(ADAPTERS)('eviction floods on %s (bounded: 10 x maxEntries)', (ada
     }
   }, 120_000);
 
-  async function uniqueFlood(app: INestApplication, cache: InMemoryCache): Promise<void> {
+  async function uniqueFlood(app: INestApplication, cache: InMemoryStore): Promise<void> {
     const keys = Array.from({ length: 10 * N }, (_, i) => `unique-flood-${i}`);
     let peak = 0;
     for (const k of keys) {

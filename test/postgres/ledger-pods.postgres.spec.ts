@@ -8,7 +8,7 @@ import { sleep } from '../support/timing.js';
 built('.build');
 
 const describePg = postgresAvailable('ledger pods suite') ? describe : describe.skip;
-const itRedis = redisAvailable('ledger pods suite, the RedisCache contrast') ? it : it.skip;
+const itRedis = redisAvailable('ledger pods suite, the RedisStore contrast') ? it : it.skip;
 
 // The ledger sample (sample/ledger/: TypeORM, @nestjs-cls/transactional, PostgresStore and
 // @Idempotent({ transactional: true })) in processes of their own, on a PostgreSQL server of the
@@ -140,7 +140,7 @@ describePg('the ledger sample: exactly-once with PostgreSQL across processes', (
   }, 60_000);
 
   itRedis(
-    'the contrast, documented: on RedisCache the same crash leaves a charge without a record, and the retry charges again',
+    'the contrast, documented: on RedisStore the same crash leaves a charge without a record, and the retry charges again',
     async () => {
       const redis = await RedisServer.start([], { ownServer: true });
       await redis.resume();

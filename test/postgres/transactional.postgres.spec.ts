@@ -24,7 +24,7 @@ import {
   IdempotencyModule,
   type IdempotencyModuleOptions,
   Idempotent,
-  InMemoryCache,
+  InMemoryStore,
   PostgresStore,
 } from '../../lib/index.js';
 import { ADAPTERS, type AdapterName, listen, startApp, useApps } from '../support/app.js';
@@ -587,7 +587,7 @@ describePg('@Idempotent({ transactional: true }) on PostgreSQL', () => {
     it('with a store that is not PostgresStore', async () => {
       expect(
         await refusal({
-          imports: [IdempotencyModule.forRoot({ store: new InMemoryCache(), transactions: new PgTransactions(pool) })],
+          imports: [IdempotencyModule.forRoot({ store: new InMemoryStore(), transactions: new PgTransactions(pool) })],
           controllers: [PlainTransactional],
         }),
       ).toBe(

@@ -14,7 +14,7 @@ const BLOCK = ['--import', './test/support/block-peers.mjs'];
  * transactions port takes the application's TransactionHost, so nothing names nestjs-cls at all.
  */
 const PEERS = [
-  { name: 'ioredis', loaders: ['stores/redis.cache.js'] },
+  { name: 'ioredis', loaders: ['stores/redis.store.js'] },
   { name: 'pg', loaders: ['stores/postgres.store.js'] },
   { name: 'better-sqlite3', loaders: ['stores/sqlite.store.js'] },
   { name: 'nestjs-cls', loaders: [] },
@@ -60,16 +60,16 @@ describe('ioredis, pg, better-sqlite3, nestjs-cls, TypeORM, @nestjs/swagger, @op
     for (const { name } of PEERS) expect(() => run(`await import('${name}')`)).toThrow(`Cannot find package '${name}'`);
   });
 
-  it('the package boots on InMemoryCache with none of them installed', () => {
+  it('the package boots on InMemoryStore with none of them installed', () => {
     const out = run(`
       import 'reflect-metadata';
       import { NestFactory } from '@nestjs/core';
-      import { IdempotencyHealthIndicator, IdempotencyModule, IdempotencyService, InMemoryCache } from './dist/index.js';
+      import { IdempotencyHealthIndicator, IdempotencyModule, IdempotencyService, InMemoryStore } from './dist/index.js';
       const app = await NestFactory.createApplicationContext(IdempotencyModule.forRoot(), { logger: false });
       const service = app.get(IdempotencyService);
       const claim = await service.options.store.claim('k', { owner: 'o', fingerprint: 'f', leaseMs: 1000 });
       const health = await app.get(IdempotencyHealthIndicator).isHealthy('idempotency');
-      console.log(service.options.store instanceof InMemoryCache, claim.state, health.idempotency.status);
+      console.log(service.options.store instanceof InMemoryStore, claim.state, health.idempotency.status);
       await app.close();
     `);
     expect(out.trim()).toBe('true claimed up');
@@ -135,7 +135,7 @@ describe('ioredis, pg, better-sqlite3, nestjs-cls, TypeORM, @nestjs/swagger, @op
     expect(out.trim().split('\n')).toEqual([...warnings, '201 true']);
   });
 
-  it('the sample app runs on InMemoryCache without ioredis, pg, nestjs-cls, TypeORM and @nestjs/swagger', async () => {
+  it('the sample app runs on InMemoryStore without ioredis, pg, nestjs-cls, TypeORM and @nestjs/swagger', async () => {
     const pod = await Pod.start({
       database: ':memory:',
       nodeArgs: BLOCK,

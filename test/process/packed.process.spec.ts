@@ -73,7 +73,7 @@ async function install(folder: string, tarball: string, ioredis: '5' | '6'): Pro
 const MAIN = `import { Body, Controller, Module, Post } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Redis } from 'ioredis';
-import { Idempotent, IdempotencyModule, RedisCache, RedisCacheOptions } from 'nestjs-idempotency';
+import { Idempotent, IdempotencyModule, RedisStore, RedisCacheOptions } from 'nestjs-idempotency';
 
 let charges = 0;
 
@@ -94,7 +94,7 @@ const client = url !== undefined && process.env.REDIS_CLIENT === 'app' ? new Red
 const cache =
   url === undefined
     ? undefined
-    : new RedisCache(client ? RedisCacheOptions.create().withClient(client) : RedisCacheOptions.create().withUrl(url));
+    : new RedisStore(client ? { client } : { url });
 
 @Module({ imports: [IdempotencyModule.forRoot({ store: cache })], controllers: [PaymentsController] })
 class AppModule {}
@@ -262,7 +262,7 @@ describe('the packed tarball, installed by npm in fresh apps', () => {
       expect(await run(app, {})).toEqual(replayed);
 
       // The shipped store contract under node:test, loaded by the package's name (import or require):
-      // InMemoryCache and the README's MapStore (compiled with the app) in both kinds; the durable
+      // InMemoryStore and the README's MapStore (compiled with the app) in both kinds; the durable
       // stores in the ESM app, each in a file of its own, against the servers of this suite.
       const load =
         kind === 'esm'
@@ -272,9 +272,9 @@ describe('the packed tarball, installed by npm in fresh apps', () => {
       const contracts: Record<string, string> = {
         'memory.test.js':
           head +
-          load('InMemoryCache', 'nestjs-idempotency') +
+          load('InMemoryStore', 'nestjs-idempotency') +
           load('MapStore', './dist/map-store.js') +
-          "storeContract({ describe, it }, () => new InMemoryCache(), { name: 'InMemoryCache' });\n" +
+          "storeContract({ describe, it }, () => new InMemoryStore(), { name: 'InMemoryStore' });\n" +
           "storeContract({ describe, it }, () => new MapStore(), { name: 'MapStore', without: ['ping', 'peek', 'forget', 'renewAll'] });\n",
       };
       if (kind === 'esm') {
@@ -286,8 +286,8 @@ describe('the packed tarball, installed by npm in fresh apps', () => {
         if (redis)
           contracts['redis.test.js'] =
             head +
-            load('RedisCache, RedisCacheOptions', 'nestjs-idempotency') +
-            `storeContract({ describe, it }, () => new RedisCache(RedisCacheOptions.create().withUrl(${JSON.stringify(redis.url)})), { name: 'RedisCache', ${close} });\n`;
+            load('RedisStore, RedisCacheOptions', 'nestjs-idempotency') +
+            `storeContract({ describe, it }, () => new RedisStore({ url: ${JSON.stringify(redis.url)} }), { name: 'RedisStore', ${close} });\n`;
         if (postgres)
           contracts['postgres.test.js'] =
             head +
@@ -304,8 +304,8 @@ describe('the packed tarball, installed by npm in fresh apps', () => {
         (err: { stdout?: string; message: string }) => `failed: ${err.stdout ?? err.message}`,
       );
       expect(contractRun).toMatch(/^# fail 0$/m);
-      const suites = ['InMemoryCache', 'MapStore', ...(kind === 'esm' ? ['SqliteStore'] : [])];
-      if (kind === 'esm' && redis) suites.push('RedisCache');
+      const suites = ['InMemoryStore', 'MapStore', ...(kind === 'esm' ? ['SqliteStore'] : [])];
+      if (kind === 'esm' && redis) suites.push('RedisStore');
       if (kind === 'esm' && postgres) suites.push('PostgresStore');
       for (const name of suites) expect(contractRun).toContain(`store contract: ${name}`);
       // A store that failed to open cancels its tests rather than failing them.
@@ -315,9 +315,9 @@ describe('the packed tarball, installed by npm in fresh apps', () => {
       // The same under vitest, as the README says: its describe and it, its run with a 30 s test timeout.
       writeFileSync(
         join(app, 'contract.vitest.test.mjs'),
-        "import { describe, it } from 'vitest';\nimport { InMemoryCache } from 'nestjs-idempotency';\n" +
+        "import { describe, it } from 'vitest';\nimport { InMemoryStore } from 'nestjs-idempotency';\n" +
           "import { storeContract } from 'nestjs-idempotency/testing';\n" +
-          "storeContract({ describe, it }, () => new InMemoryCache(), { name: 'InMemoryCache under vitest' });\n",
+          "storeContract({ describe, it }, () => new InMemoryStore(), { name: 'InMemoryStore under vitest' });\n",
       );
       const vitestRun = await execFileAsync(
         process.execPath,
@@ -328,7 +328,7 @@ describe('the packed tarball, installed by npm in fresh apps', () => {
         ({ stdout }) => stripVTControlCharacters(stdout),
         (err: { stdout?: string; message: string }) => `failed: ${stripVTControlCharacters(err.stdout ?? err.message)}`,
       );
-      expect(vitestRun).toMatch(/store contract: InMemoryCache under vitest/);
+      expect(vitestRun).toMatch(/store contract: InMemoryStore under vitest/);
       expect(Number(/Tests +(\d+) passed/.exec(vitestRun)?.[1])).toBeGreaterThanOrEqual(15);
       expect(vitestRun).not.toMatch(/failed/i);
 

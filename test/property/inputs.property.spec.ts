@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Body, Controller, type INestApplication, Param, Post, Put } from '@nestjs/common';
 import fc from 'fast-check';
 import request from 'supertest';
-import { IdempotencyModule, Idempotent, InMemoryCache } from '../../lib/index.js';
+import { IdempotencyModule, Idempotent, InMemoryStore } from '../../lib/index.js';
 import { escapeScope, storeKey, UNSCOPED } from '../../lib/utils/key.util.js';
 import { ADAPTERS, listen, startApp } from '../support/app.js';
 import { rawRequest } from '../support/raw-http.js';
@@ -83,7 +83,7 @@ const headerValue = fc
 describe.each(ADAPTERS)('property: client-controlled inputs on %s', (adapter) => {
   let app: INestApplication;
   let port: number;
-  const cache = new InMemoryCache({ maxEntries: 100_000 });
+  const cache = new InMemoryStore({ maxEntries: 100_000 });
 
   beforeAll(async () => {
     app = await startApp(adapter, { imports: [IdempotencyModule.forRoot({ store: cache })], controllers: [PropertyController] });
@@ -240,8 +240,8 @@ describe('property: the fingerprint and the key space', () => {
   });
 });
 
-describe.each(ADAPTERS)('property: two keyPrefixes on one InMemoryCache on %s', (adapter) => {
-  const cache = new InMemoryCache();
+describe.each(ADAPTERS)('property: two keyPrefixes on one InMemoryStore on %s', (adapter) => {
+  const cache = new InMemoryStore();
   let one: INestApplication;
   let two: INestApplication;
   beforeAll(async () => {

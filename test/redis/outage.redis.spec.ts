@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { INestApplication } from '@nestjs/common';
 import { Cluster } from 'ioredis';
 import request from 'supertest';
-import { IdempotencyModule, RedisCache, RedisCacheOptions } from '../../lib/index.js';
+import { IdempotencyModule, RedisStore } from '../../lib/index.js';
 import { ADAPTERS, startApp } from '../support/app.js';
 import { Gate, Runs, TestController } from '../support/fixtures.js';
 import { RedisCluster, clusterAvailable, redisAvailable } from '../support/redis-server.js';
@@ -57,7 +57,7 @@ describeCluster('an e2e replay through a Redis Cluster client', () => {
     cluster = await RedisCluster.start();
     client = new Cluster(cluster.nodes.map((n) => ({ host: '127.0.0.1', port: n.port })));
     app = await startApp('express', {
-      imports: [IdempotencyModule.forRoot({ store: new RedisCache(RedisCacheOptions.create().withClient(client)) })],
+      imports: [IdempotencyModule.forRoot({ store: new RedisStore({ client }) })],
       controllers: [TestController],
       providers: [Runs, Gate],
     });

@@ -3,17 +3,17 @@ import { Logger } from '@nestjs/common';
 import { Cluster, Redis } from 'ioredis';
 // ioredis 5 beside 6 (an npm alias): both majors are supported, and many apps still have 5.
 import { Cluster as Cluster5, Redis as Redis5 } from 'ioredis5';
-import { RedisCache, RedisCacheOptions } from '../../lib/index.js';
+import { RedisCache, RedisCacheOptions, RedisStore } from '../../lib/index.js';
 import { RedisCluster, RedisServer, clusterAvailable, redisAvailable } from '../support/redis-server.js';
 import { sampleRecord, storeContract } from '../support/store-contract.js';
 import { sleep } from '../support/timing.js';
 
-const describeRedis = redisAvailable('RedisCache store suite') ? describe : describe.skip;
-const describeCluster = clusterAvailable('RedisCache cluster suite') ? describe : describe.skip;
+const describeRedis = redisAvailable('RedisStore store suite') ? describe : describe.skip;
+const describeCluster = clusterAvailable('RedisStore cluster suite') ? describe : describe.skip;
 
-describeRedis('RedisCache on a standalone redis-server', () => {
+describeRedis('RedisStore on a standalone redis-server', () => {
   let server: RedisServer;
-  let cache: RedisCache;
+  let cache: RedisStore;
   beforeAll(async () => {
     server = await RedisServer.start();
   });
@@ -23,9 +23,9 @@ describeRedis('RedisCache on a standalone redis-server', () => {
   });
 
   storeContract(
-    'RedisCache (URL client)',
+    'RedisStore (URL client)',
     async () => {
-      cache = new RedisCache(RedisCacheOptions.create().withUrl(server.url));
+      cache = new RedisStore({ url: server.url });
       return cache;
     },
     undefined,
@@ -33,8 +33,8 @@ describeRedis('RedisCache on a standalone redis-server', () => {
   );
 
   it('a claim answered for its time bound never holds the key afterwards: its release runs after it', async () => {
-    const slow = new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(200));
-    const other = new RedisCache(RedisCacheOptions.create().withUrl(server.url));
+    const slow = new RedisStore({ url: server.url, commandTimeoutMs: 200 });
+    const other = new RedisStore({ url: server.url });
     try {
       await slow.ping?.();
       // Redis answers nothing for 800 ms: the claim times out (503 upstream) and runs when the pause ends.
@@ -77,7 +77,7 @@ describeRedis('RedisCache on a standalone redis-server', () => {
 
   it('sends the commands of one event-loop turn in one socket write on its own client, not on a client passed in', async () => {
     /** Calls into the socket's write path (one write system call each) for 20 claims sent at once. */
-    const socketWrites = async (store: RedisCache, tag: string) => {
+    const socketWrites = async (store: RedisStore, tag: string) => {
       await store.claim(`idem:${tag}-warm`, { owner: 'o', fingerprint: 'f', leaseMs: 1000 });
       const { stream } = await (store as unknown as { client: Promise<{ stream: Record<string, (...a: unknown[]) => void> }> })
         .client;
@@ -98,19 +98,19 @@ describeRedis('RedisCache on a standalone redis-server', () => {
     };
     expect(await socketWrites(cache, 'batched')).toBe(1);
     const own = new Redis(server.url);
-    const shared = new RedisCache(RedisCacheOptions.create().withClient(own));
+    const shared = new RedisStore({ client: own });
     expect(await socketWrites(shared, 'unbatched')).toBeGreaterThan(1);
     own.disconnect();
   });
 
   it('closes only the clients it created', async () => {
     const own = new Redis(server.url);
-    const shared = new RedisCache(RedisCacheOptions.create().withClient(own));
+    const shared = new RedisStore({ client: own });
     await shared.claim('idem:shared', { owner: 'o', fingerprint: 'f', leaseMs: 1000 });
     await shared.close();
     expect(await own.ping()).toBe('PONG');
     own.disconnect();
-    const created = new RedisCache(RedisCacheOptions.create().withUrl(server.url));
+    const created = new RedisStore({ url: server.url });
     await created.claim('idem:created', { owner: 'o', fingerprint: 'f', leaseMs: 1000 });
     const clientsBefore = Number(/connected_clients:(\d+)/.exec(server.cli('INFO', 'clients'))![1]);
     await created.close();
@@ -119,27 +119,40 @@ describeRedis('RedisCache on a standalone redis-server', () => {
     expect(clientsAfter).toBe(clientsBefore - 1);
   });
 
-  it('validates its options', () => {
-    expect(() => new RedisCache({ url: server.url } as never)).toThrow(
-      'RedisCache: pass RedisCacheOptions.create().withUrl(...) or .withClient(...)',
-    );
-    expect(() => new RedisCache(RedisCacheOptions.create())).toThrow('RedisCache: set withUrl() or withClient()');
+  it('validates its options with the shared validators: exactly one of url and client, an integer timeout, no unknown key', () => {
+    expect(() => new RedisStore(undefined as never)).toThrow('RedisStore: options must be an object');
+    expect(() => new RedisStore({})).toThrow('RedisStore: give exactly one of url (a client of its own) and client (yours)');
+    expect(() => new RedisStore({ url: '' })).toThrow('RedisStore: give exactly one of url');
+    expect(() => new RedisStore({ url: server.url, client: {} as never })).toThrow('RedisStore: give exactly one of url');
+    expect(() => new RedisStore({ url: server.url, commandTimeout: 5 } as never)).toThrow('did you mean commandTimeoutMs?');
     for (const bad of [0, -1, 1.5, Number.NaN, 2 ** 31]) {
-      expect(() => new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(bad))).toThrow(
-        `RedisCache: the command timeout must be an integer from 1 to 2147483647 (ms), got ${bad}`,
+      expect(() => new RedisStore({ url: server.url, commandTimeoutMs: bad })).toThrow(
+        `RedisStore: commandTimeoutMs must be an integer from 1 to 2147483647, got ${bad}`,
       );
     }
-    const longest = new RedisCache(
-      RedisCacheOptions.create()
-        .withUrl(server.url)
-        .withCommandTimeout(2 ** 31 - 1),
-    );
-    const accepted = new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(1));
+    const longest = new RedisStore({ url: server.url, commandTimeoutMs: 2 ** 31 - 1 });
+    const accepted = new RedisStore({ url: server.url, commandTimeoutMs: 1 });
     return Promise.all([longest.close(), accepted.close()]);
   });
 
+  it('still takes the deprecated RedisCacheOptions builder and the RedisCache name: the same store, one warning each', async () => {
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    const old = new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(500));
+    const again = new RedisCache(RedisCacheOptions.create().withUrl(server.url));
+    expect(old).toBeInstanceOf(RedisStore);
+    expect(new RedisStore({ url: server.url })).toBeInstanceOf(RedisCache);
+    expect(RedisCache.prototype).toBe(RedisStore.prototype);
+    const warnings = warn.mock.calls.map((c) => String(c[0]));
+    expect(warnings.filter((w) => w.startsWith('RedisCache is deprecated'))).toHaveLength(1);
+    expect(warnings.filter((w) => w.startsWith('RedisCacheOptions is deprecated'))).toHaveLength(1);
+    await old.claim('idem:old-name', { owner: 'o', fingerprint: 'f', leaseMs: 5000 });
+    expect((await again.claim('idem:old-name', { owner: 'p', fingerprint: 'f', leaseMs: 5000 })).state).toBe('in-flight');
+    await Promise.all([old.close(), again.close()]);
+    warn.mockRestore();
+  });
+
   it('bounds every command by the command timeout', async () => {
-    const slow = new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(100));
+    const slow = new RedisStore({ url: server.url, commandTimeoutMs: 100 });
     try {
       await slow.claim('idem:warm-slow', { owner: 'o', fingerprint: 'f', leaseMs: 1000 });
       // Paused far longer than the bound: a command that is not bounded would succeed after the pause.
@@ -162,10 +175,10 @@ describeRedis('RedisCache on a standalone redis-server', () => {
 });
 
 /** The ioredis client inside a store, for checks of how the store set it up. */
-const clientOf = (cache: RedisCache) => (cache as unknown as { client: Promise<Redis> }).client;
+const clientOf = (cache: RedisStore) => (cache as unknown as { client: Promise<Redis> }).client;
 
 // A server of this describe's own: its tests stop and restart it.
-describeRedis('RedisCache client set-up, outages and shutdown', () => {
+describeRedis('RedisStore client set-up, outages and shutdown', () => {
   let server: RedisServer;
   beforeAll(async () => {
     server = await RedisServer.start([], { ownServer: true });
@@ -175,7 +188,7 @@ describeRedis('RedisCache client set-up, outages and shutdown', () => {
   });
 
   it('fails commands after one reconnect attempt and backs off 100 ms per attempt up to 1 s', async () => {
-    const cache = new RedisCache(RedisCacheOptions.create().withUrl(server.url));
+    const cache = new RedisStore({ url: server.url });
     const client = await clientOf(cache);
     expect(client.options.maxRetriesPerRequest).toBe(1);
     expect([1, 3, 10, 50].map((n) => client.options.retryStrategy!(n))).toEqual([100, 300, 1000, 1000]);
@@ -183,9 +196,7 @@ describeRedis('RedisCache client set-up, outages and shutdown', () => {
   });
 
   it('lets withRedisOptions() override and extend the client options', async () => {
-    const cache = new RedisCache(
-      RedisCacheOptions.create().withUrl(server.url).withRedisOptions({ maxRetriesPerRequest: 0, db: 2 }),
-    );
+    const cache = new RedisStore({ url: server.url, redisOptions: { maxRetriesPerRequest: 0, db: 2 } });
     const client = await clientOf(cache);
     expect(client.options.maxRetriesPerRequest).toBe(0);
     expect(client.options.db).toBe(2);
@@ -196,13 +207,13 @@ describeRedis('RedisCache client set-up, outages and shutdown', () => {
 
   it('a client that cannot be created fails every command, and close() still succeeds', async () => {
     // ioredis builds `new options.Connector(...)` in its constructor: a non-constructor makes it throw.
-    const cache = new RedisCache(RedisCacheOptions.create().withUrl(server.url).withRedisOptions({ Connector: 42 }));
+    const cache = new RedisStore({ url: server.url, redisOptions: { Connector: 42 } });
     await expect(cache.claim('idem:none', { owner: 'o', fingerprint: 'f', leaseMs: 5000 })).rejects.toThrow(TypeError);
     await expect(cache.close()).resolves.toBeUndefined();
   });
 
   it('clears the timer of every command once it settles', async () => {
-    const cache = new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(4321));
+    const cache = new RedisStore({ url: server.url, commandTimeoutMs: 4321 });
     await cache.claim('idem:t0', { owner: 'o', fingerprint: 'f', leaseMs: 5000 });
     const started = jest.spyOn(globalThis, 'setTimeout');
     const cleared = jest.spyOn(globalThis, 'clearTimeout');
@@ -225,7 +236,7 @@ describeRedis('RedisCache client set-up, outages and shutdown', () => {
   });
 
   it('close() while Redis is down stops its client from reconnecting (a pod can shut down)', async () => {
-    const cache = new RedisCache(RedisCacheOptions.create().withUrl(server.url));
+    const cache = new RedisStore({ url: server.url });
     const client = await clientOf(cache);
     await cache.claim('idem:x', { owner: 'o', fingerprint: 'f', leaseMs: 5000 });
     const errors = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
@@ -245,14 +256,14 @@ describeRedis('RedisCache client set-up, outages and shutdown', () => {
   it('logs the outage once, fails commands fast, and logs the recovery', async () => {
     const errors = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
     const logs = jest.spyOn(Logger.prototype, 'log').mockImplementation(() => undefined);
-    const cache = new RedisCache(RedisCacheOptions.create().withUrl(server.url));
+    const cache = new RedisStore({ url: server.url });
     try {
       await cache.claim('idem:a', { owner: 'o', fingerprint: 'f', leaseMs: 5000 });
       expect(errors).not.toHaveBeenCalled();
       await server.stop();
       await expect(cache.claim('idem:b', { owner: 'o', fingerprint: 'f', leaseMs: 5000 })).rejects.toThrow();
       await sleep(700); // several reconnect attempts
-      expect((errors.mock.contexts[0] as { context?: string }).context).toBe('RedisCache');
+      expect((errors.mock.contexts[0] as { context?: string }).context).toBe('RedisStore');
       expect(errors.mock.calls.filter(([m]) => String(m).startsWith('Redis unreachable: '))).toEqual([
         [`Redis unreachable: connect ECONNREFUSED 127.0.0.1:${server.port}`],
       ]);
@@ -273,7 +284,7 @@ describeRedis('RedisCache client set-up, outages and shutdown', () => {
   });
 });
 
-describeRedis('RedisCache with an existing client', () => {
+describeRedis('RedisStore with an existing client', () => {
   let server: RedisServer;
   let client: Redis;
   beforeAll(async () => {
@@ -283,16 +294,16 @@ describeRedis('RedisCache with an existing client', () => {
     client?.disconnect();
     await server?.stop();
   });
-  storeContract('RedisCache (withClient)', async () => {
+  storeContract('RedisStore (withClient)', async () => {
     client = new Redis(server.url);
-    return new RedisCache(RedisCacheOptions.create().withClient(client));
+    return new RedisStore({ client });
   });
   const fives: Redis5[] = [];
   afterAll(() => fives.forEach((c) => c.disconnect()));
-  storeContract('RedisCache (withClient, ioredis 5)', async () => {
+  storeContract('RedisStore (withClient, ioredis 5)', async () => {
     const five = new Redis5(server.url);
     fives.push(five);
-    return new RedisCache(RedisCacheOptions.create().withClient(five));
+    return new RedisStore({ client: five });
   });
 
   const claim = (owner: string, fingerprint = 'f') => ({ owner, fingerprint, leaseMs: 5000 });
@@ -300,7 +311,7 @@ describeRedis('RedisCache with an existing client', () => {
 
   it('takes over a key of another type, a foreign string and a damaged value, each with one warning', async () => {
     const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
-    const cache = new RedisCache(RedisCacheOptions.create().withClient(client));
+    const cache = new RedisStore({ client });
     server.cli('HSET', 'idem:foreign-hash', 'a', '1');
     expect(await cache.claim('idem:foreign-hash', claim('o'))).toEqual({ state: 'claimed' });
     expect(server.cli('TYPE', 'idem:foreign-hash').trim()).toBe('string');
@@ -314,14 +325,14 @@ describeRedis('RedisCache with an existing client', () => {
       server.cli('DEL', 'idem:foreign-string');
     }
     expect(warn.mock.calls).toEqual([[FOREIGN], [FOREIGN], [FOREIGN], [FOREIGN]]);
-    expect((warn.mock.contexts[0] as { context?: string }).context).toBe('RedisCache');
+    expect((warn.mock.contexts[0] as { context?: string }).context).toBe('RedisStore');
     warn.mockRestore();
   });
 
   it('replaces a damaged value only if it is unchanged since it was read', async () => {
     const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
     const racing = new Redis(server.url);
-    const cache = new RedisCache(RedisCacheOptions.create().withClient(racing));
+    const cache = new RedisStore({ client: racing });
     const scripted = racing as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
     const takeOver = scripted.nestjsIdempotencyTakeOverBuffer.bind(racing);
     let meanwhile: string[] = [];
@@ -343,7 +354,7 @@ describeRedis('RedisCache with an existing client', () => {
       server.cli('SET', 'idem:race', 'junk');
       meanwhile = ['SET', 'idem:race', 'other junk'];
       await expect(cache.claim('idem:race', claim('o'))).rejects.toThrow(
-        'RedisCache: the key holds a value that is not an idempotency record',
+        'RedisStore: the key holds a value that is not an idempotency record',
       );
       expect(server.cli('GET', 'idem:race').trim()).toBe('other junk');
     } finally {
@@ -353,7 +364,7 @@ describeRedis('RedisCache with an existing client', () => {
   });
 });
 
-describeCluster('RedisCache on a 3-master Redis Cluster', () => {
+describeCluster('RedisStore on a 3-master Redis Cluster', () => {
   let cluster: RedisCluster;
   let client: Cluster;
   beforeAll(async () => {
@@ -364,10 +375,10 @@ describeCluster('RedisCache on a 3-master Redis Cluster', () => {
     await cluster?.stop();
   });
   storeContract(
-    'RedisCache (Cluster client)',
+    'RedisStore (Cluster client)',
     async () => {
       client = new Cluster(cluster.nodes.map((n) => ({ host: '127.0.0.1', port: n.port })));
-      return new RedisCache(RedisCacheOptions.create().withClient(client));
+      return new RedisStore({ client });
     },
     undefined,
     async (_, key, value, ttlMs) => void (await client.set(key, value, 'PX', ttlMs)),
@@ -375,14 +386,14 @@ describeCluster('RedisCache on a 3-master Redis Cluster', () => {
 
   const fives: Cluster5[] = [];
   afterAll(() => fives.forEach((c) => c.disconnect()));
-  storeContract('RedisCache (Cluster client, ioredis 5)', async () => {
+  storeContract('RedisStore (Cluster client, ioredis 5)', async () => {
     const five = new Cluster5(cluster.nodes.map((n) => ({ host: '127.0.0.1', port: n.port })));
     fives.push(five);
-    return new RedisCache(RedisCacheOptions.create().withClient(five));
+    return new RedisStore({ client: five });
   });
 
   it('spreads keys over the masters', async () => {
-    const cache = new RedisCache(RedisCacheOptions.create().withClient(client));
+    const cache = new RedisStore({ client });
     for (let i = 0; i < 30; i++) await cache.claim(`idem:spread:${i}`, { owner: 'o', fingerprint: 'f', leaseMs: 5000 });
     const perNode = cluster.nodes.map((n) => Number(n.cli('DBSIZE').trim()));
     expect(perNode.filter((n) => n > 0).length).toBe(3);

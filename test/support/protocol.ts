@@ -4,7 +4,7 @@ import type { ModuleRef } from '@nestjs/core';
 import { HttpContext, type HttpReaders } from '../../lib/http/http.context.js';
 import type { HttpRequestLike } from '../../lib/http/request.reader.js';
 import type { ResolvedRouteOptions } from '../../lib/interfaces/resolved-options.interface.js';
-import { type IdempotencyModuleOptions, IdempotencyInterceptor, IdempotencyService, InMemoryCache } from '../../lib/index.js';
+import { type IdempotencyModuleOptions, IdempotencyInterceptor, IdempotencyService, InMemoryStore } from '../../lib/index.js';
 import { ResponseSealer } from '../../lib/encryption/response.sealer.js';
 import { IdempotencyObserver } from '../../lib/events/idempotency.observer.js';
 import { OutcomeReporter } from '../../lib/events/outcome.reporter.js';
@@ -27,7 +27,7 @@ const renewers = new Set<LeaseRenewer>();
  */
 export function createProtocol(options: IdempotencyModuleOptions = {}, moduleRef: Partial<ModuleRef> = {}) {
   const store = new ScriptedStore();
-  const resolved = resolveModuleOptions({ store, ...options }, () => new InMemoryCache());
+  const resolved = resolveModuleOptions({ store, ...options }, () => new InMemoryStore());
   const identities = new IdentityResolverLoader(moduleRef as ModuleRef, resolved);
   // Not initialised: nothing observes outcomes until a test awaits observer.onModuleInit().
   const observer = new IdempotencyObserver(resolved, moduleRef as ModuleRef);

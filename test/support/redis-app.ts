@@ -1,7 +1,7 @@
 import { afterAll, beforeAll } from '@jest/globals';
 import type { INestApplication } from '@nestjs/common';
 import request from 'supertest';
-import { IdempotencyModule, RedisCache, RedisCacheOptions } from '../../lib/index.js';
+import { IdempotencyModule, RedisStore } from '../../lib/index.js';
 import { type AdapterName, startApp } from './app.js';
 import { Gate, Runs, TestController } from './fixtures.js';
 import { RedisServer } from './redis-server.js';
@@ -18,7 +18,7 @@ export interface RedisApp {
 
 /**
  * For a describe: a redis-server of its own (so a test may stop or pause it) and a test app on a
- * `RedisCache` connected to it by URL, with `commandTimeoutMs` per command. Both are stopped after.
+ * `RedisStore` connected to it by URL, with `commandTimeoutMs` per command. Both are stopped after.
  */
 export function useRedisApp(adapter: AdapterName, commandTimeoutMs: number): RedisApp {
   const ctx = {
@@ -29,7 +29,7 @@ export function useRedisApp(adapter: AdapterName, commandTimeoutMs: number): Red
     ctx.app = await startApp(adapter, {
       imports: [
         IdempotencyModule.forRoot({
-          store: new RedisCache(RedisCacheOptions.create().withUrl(ctx.server.url).withCommandTimeout(commandTimeoutMs)),
+          store: new RedisStore({ url: ctx.server.url, commandTimeoutMs }),
         }),
       ],
       controllers: [TestController],

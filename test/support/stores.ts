@@ -3,7 +3,7 @@ import Database from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type IdempotencyStore, InMemoryCache, PostgresStore, SqliteStore } from '../../lib/index.js';
+import { type IdempotencyStore, InMemoryStore, PostgresStore, SqliteStore } from '../../lib/index.js';
 import { PostgresServer, postgresAvailable } from './postgres-server.js';
 import { sleep } from './timing.js';
 
@@ -49,7 +49,7 @@ export async function openStore(name: StoreName): Promise<StoreUnderTest> {
   };
   switch (name) {
     case 'memory': {
-      const cache = new InMemoryCache({ now: clock });
+      const cache = new InMemoryStore({ now: clock });
       return { cache, advance: advanceClock, count: async () => cache.size };
     }
     case 'sqlite': {

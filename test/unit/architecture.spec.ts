@@ -51,7 +51,7 @@ describe('lib/ architecture (docs/architecture.md)', () => {
 
   it('reads every file and finds the imports', () => {
     expect(all.length).toBeGreaterThan(30);
-    expect(imports('lib/stores/in-memory.cache.ts')).toContain('stores/bounded-lru.ts');
+    expect(imports('lib/stores/in-memory.store.ts')).toContain('stores/bounded-lru.ts');
   });
 
   it('every folder imports only what its row allows', () => {

@@ -1,16 +1,16 @@
 import { describe, expect, it } from '@jest/globals';
 import { ResponseSealer } from '../../lib/encryption/response.sealer.js';
-import { IdempotencyAdmin, type IdempotencyModuleOptions, type IdempotencyStore, InMemoryCache } from '../../lib/index.js';
+import { IdempotencyAdmin, type IdempotencyModuleOptions, type IdempotencyStore, InMemoryStore } from '../../lib/index.js';
 import { resolveModuleOptions } from '../../lib/options/module-options.resolver.js';
 
 function admin(options: IdempotencyModuleOptions): IdempotencyAdmin {
-  const resolved = resolveModuleOptions(options, () => new InMemoryCache());
+  const resolved = resolveModuleOptions(options, () => new InMemoryStore());
   return new IdempotencyAdmin(resolved, new ResponseSealer(resolved));
 }
 
 describe('IdempotencyAdmin', () => {
   it('refuses a store without peek() or forget(), naming the store and the method', async () => {
-    const { claim, commit, release, renew } = new InMemoryCache();
+    const { claim, commit, release, renew } = new InMemoryStore();
     const bare: IdempotencyStore = { claim, commit, release, renew };
     await expect(admin({ store: bare }).inspect('k')).rejects.toThrow(
       "IdempotencyAdmin needs the store's peek(), which Object does not implement (see IdempotencyStore)",
@@ -33,7 +33,7 @@ describe('IdempotencyAdmin', () => {
   });
 
   it('finds keys under the module prefix and the escaped scope', async () => {
-    const cache = new InMemoryCache();
+    const cache = new InMemoryStore();
     const a = admin({ store: cache, keyPrefix: 'pay:' });
     await cache.claim('pay:acct%3A1:k', { owner: 'o', fingerprint: 'fp', leaseMs: 5000 });
     await cache.claim('pay:%:k', { owner: 'o', fingerprint: 'fp-unscoped', leaseMs: 5000 });
@@ -42,7 +42,7 @@ describe('IdempotencyAdmin', () => {
   });
 
   it('passes on an error of the store that is not about a sealed record', async () => {
-    class Broken extends InMemoryCache {
+    class Broken extends InMemoryStore {
       override peek(): never {
         throw new Error('store down');
       }

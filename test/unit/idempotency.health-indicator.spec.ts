@@ -1,13 +1,13 @@
 import { describe, expect, it, jest } from '@jest/globals';
-import { IdempotencyHealthIndicator, type IdempotencyStore, InMemoryCache } from '../../lib/index.js';
+import { IdempotencyHealthIndicator, type IdempotencyStore, InMemoryStore } from '../../lib/index.js';
 import { resolveModuleOptions } from '../../lib/options/module-options.resolver.js';
 import { sleep } from '../support/timing.js';
 
 const indicator = (cache: IdempotencyStore) =>
-  new IdempotencyHealthIndicator(resolveModuleOptions({ store: cache }, () => new InMemoryCache()));
+  new IdempotencyHealthIndicator(resolveModuleOptions({ store: cache }, () => new InMemoryStore()));
 
-/** A real InMemoryCache that answers its ping after `ms`. */
-class SlowCache extends InMemoryCache {
+/** A real InMemoryStore that answers its ping after `ms`. */
+class SlowCache extends InMemoryStore {
   constructor(private readonly ms: number) {
     super();
   }
@@ -27,7 +27,7 @@ describe('IdempotencyHealthIndicator', () => {
   });
 
   it('is down for a store without ping(), naming it', async () => {
-    const { claim, commit, release, renew } = new InMemoryCache();
+    const { claim, commit, release, renew } = new InMemoryStore();
     const bare: IdempotencyStore = { claim, commit, release, renew };
     expect(await indicator(bare).isHealthy('idem')).toEqual({
       idem: {
@@ -41,7 +41,7 @@ describe('IdempotencyHealthIndicator', () => {
   it('leaves no timer behind once the store has answered', async () => {
     jest.useFakeTimers();
     try {
-      await indicator(new InMemoryCache()).isHealthy('idem', { timeoutMs: 60_000 });
+      await indicator(new InMemoryStore()).isHealthy('idem', { timeoutMs: 60_000 });
       expect(jest.getTimerCount()).toBe(0);
     } finally {
       jest.useRealTimers();

@@ -7,7 +7,7 @@ import {
   IdempotencyKey,
   IdempotencyModule,
   Idempotent,
-  InMemoryCache,
+  InMemoryStore,
 } from '../../lib/index.js';
 import { IDEMPOTENCY_MODULE_OPTIONS, IDEMPOTENT_ROUTE_METADATA } from '../../lib/idempotency.constants.js';
 import { rememberKey } from '../../lib/http/request-key.store.js';
@@ -34,12 +34,12 @@ describe('IdempotencyModule', () => {
     expect(IdempotencyModule.forRoot({ isGlobal: false }).global).toBe(false);
     const options = await optionsOf(dynamic);
     expect(options.ttlMs).toBe(10);
-    expect(options.store).toBeInstanceOf(InMemoryCache);
+    expect(options.store).toBeInstanceOf(InMemoryStore);
     expect(await optionsOf(IdempotencyModule.forRoot())).toMatchObject({ ttlMs: 86_400_000, keyPrefix: 'idem:' });
   });
 
   it('forRoot() hands the options on without isGlobal, and uses the given cache', async () => {
-    const cache = new InMemoryCache();
+    const cache = new InMemoryStore();
     const dynamic = IdempotencyModule.forRoot({ store: cache, ttlMs: 7, isGlobal: false });
     const given = (dynamic.providers as { useValue?: unknown }[]).filter((p) => 'useValue' in p).map((p) => p.useValue);
     expect(given).toEqual([{ store: cache, ttlMs: 7 }]);

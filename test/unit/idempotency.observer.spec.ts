@@ -3,13 +3,13 @@ import type { ModuleRef } from '@nestjs/core';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 import { IdempotencyObserver } from '../../lib/events/idempotency.observer.js';
-import { type IdempotencyEvent, InMemoryCache } from '../../lib/index.js';
+import { type IdempotencyEvent, InMemoryStore } from '../../lib/index.js';
 import { resolveModuleOptions } from '../../lib/options/module-options.resolver.js';
 import { spyOnLogger } from '../support/logger.js';
 import { tick } from '../support/timing.js';
 
 async function observer(events?: (event: IdempotencyEvent) => unknown, openTelemetry = false): Promise<IdempotencyObserver> {
-  const options = resolveModuleOptions({ events: events as never, openTelemetry }, () => new InMemoryCache());
+  const options = resolveModuleOptions({ events: events as never, openTelemetry }, () => new InMemoryStore());
   const made = new IdempotencyObserver(options, {} as ModuleRef);
   await made.onModuleInit();
   return made;
@@ -42,7 +42,7 @@ describe('IdempotencyObserver', () => {
         code: undefined,
         storeMs: 1.5,
         keyHash: createHash('sha256').update('k-1').digest('hex'),
-        store: 'InMemoryCache',
+        store: 'InMemoryStore',
         at: expect.any(Number),
       },
       expect.objectContaining({ outcome: 'rejected', code: 'key-missing', storeMs: 0, keyHash: undefined }),
@@ -77,11 +77,11 @@ describe('IdempotencyObserver', () => {
     watching.mark('executed');
     for (const outcome of ['lease-lost', 'evicted', 'conflict'] as const) watching.emit(outcome, { route: 'A.b' });
     expect(calls).toEqual([
-      ['duration', 'commit', 'InMemoryCache', ms],
+      ['duration', 'commit', 'InMemoryStore', ms],
       ['mark', 'executed'],
-      ['outcome', 'lease-lost', 'A.b', undefined, 'InMemoryCache'],
-      ['outcome', 'evicted', 'A.b', undefined, 'InMemoryCache'],
-      ['outcome', 'conflict', 'A.b', undefined, 'InMemoryCache'],
+      ['outcome', 'lease-lost', 'A.b', undefined, 'InMemoryStore'],
+      ['outcome', 'evicted', 'A.b', undefined, 'InMemoryStore'],
+      ['outcome', 'conflict', 'A.b', undefined, 'InMemoryStore'],
       ['mark', 'conflict'],
     ]);
   });

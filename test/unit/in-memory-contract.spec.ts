@@ -1,13 +1,13 @@
-import { InMemoryCache } from '../../lib/index.js';
+import { InMemoryStore } from '../../lib/index.js';
 import { GUARANTEED } from '../../lib/stores/bounded-lru.js';
 import { storeContract } from '../support/store-contract.js';
 
-/** The entry kind InMemoryCache gives records (in-memory.cache.ts). */
+/** The entry kind InMemoryStore gives records (in-memory.cache.ts). */
 const RECORD_KIND = 2;
 
 storeContract(
-  'InMemoryCache',
-  async () => new InMemoryCache(),
+  'InMemoryStore',
+  async () => new InMemoryStore(),
   undefined,
   async (store, key, value, ttlMs) => {
     // As commit() keeps a record: its bytes as a one-byte string in a guaranteed entry.

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, jest } from '@jest/globals';
 import { Logger } from '@nestjs/common';
-import { type IdempotencyRecord, InMemoryCache } from '../../lib/index.js';
+import { type IdempotencyRecord, InMemoryCache, InMemoryStore } from '../../lib/index.js';
 
 const record = (fingerprint = 'fp'): IdempotencyRecord => ({
   fingerprint,
@@ -8,9 +8,9 @@ const record = (fingerprint = 'fp'): IdempotencyRecord => ({
 });
 const claim = (owner = 'o1', fingerprint = 'fp', leaseMs = 1000) => ({ owner, fingerprint, leaseMs });
 
-describe('InMemoryCache as an idempotency store', () => {
+describe('InMemoryStore as an idempotency store', () => {
   it('claims a free key once; a second claim sees it in flight, then completed', async () => {
-    const c = new InMemoryCache();
+    const c = new InMemoryStore();
     expect(await c.claim('k', claim('a'))).toEqual({ state: 'claimed' });
     expect(await c.claim('k', claim('b', 'fp2'))).toEqual({ state: 'in-flight', fingerprint: 'fp' });
     expect(await c.commit('k', 'a', record(), 1000)).toBe(true);
@@ -19,7 +19,7 @@ describe('InMemoryCache as an idempotency store', () => {
 
   it("commit, release and renew act only on the caller's own claim (fencing)", async () => {
     let now = 0;
-    const c = new InMemoryCache({ now: () => now });
+    const c = new InMemoryStore({ now: () => now });
     await c.claim('k', claim('slow', 'fp', 100));
     now = 100; // the slow owner's lease ran out
     expect(await c.claim('k', claim('fast', 'fp', 100))).toEqual({ state: 'claimed' });
@@ -33,7 +33,7 @@ describe('InMemoryCache as an idempotency store', () => {
 
   it('a lease expires unless renewed; a record lives ttlMs to the millisecond', async () => {
     let now = 0;
-    const c = new InMemoryCache({ now: () => now });
+    const c = new InMemoryStore({ now: () => now });
     await c.claim('k', claim('a', 'fp', 100));
     now = 90;
     expect(await c.renew('k', 'a', 100)).toBe(true);
@@ -49,7 +49,7 @@ describe('InMemoryCache as an idempotency store', () => {
   });
 
   it('release frees the key', async () => {
-    const c = new InMemoryCache();
+    const c = new InMemoryStore();
     await c.claim('k', claim('a'));
     expect(await c.release('k', 'a')).toBe(true);
     expect(c.size).toBe(0);
@@ -57,7 +57,7 @@ describe('InMemoryCache as an idempotency store', () => {
   });
 
   it('a claim and the record that replaces it are one entry', async () => {
-    const c = new InMemoryCache({ maxEntries: 2 });
+    const c = new InMemoryStore({ maxEntries: 2 });
     await c.claim('a', claim('o'));
     await c.commit('a', 'o', record(), 1000);
     expect(c.size).toBe(1);
@@ -67,9 +67,9 @@ describe('InMemoryCache as an idempotency store', () => {
   });
 });
 
-describe('InMemoryCache eviction', () => {
+describe('InMemoryStore eviction', () => {
   it('is bounded by maxEntries under a flood and evicts the oldest unread entry first', () => {
-    const c = new InMemoryCache({ maxEntries: 100 });
+    const c = new InMemoryStore({ maxEntries: 100 });
     for (let i = 0; i < 1000; i++) c.set(`k${i}`, i);
     expect(c.size).toBe(100);
     expect(c.get('k899')).toBeUndefined();
@@ -78,7 +78,7 @@ describe('InMemoryCache eviction', () => {
   });
 
   it('plain entries go before guaranteed ones, however recent', async () => {
-    const c = new InMemoryCache({ maxEntries: 10 });
+    const c = new InMemoryStore({ maxEntries: 10 });
     for (let i = 0; i < 5; i++) {
       await c.claim(`idem:${i}`, claim(`o${i}`));
       await c.commit(`idem:${i}`, `o${i}`, record(), 10_000);
@@ -89,7 +89,7 @@ describe('InMemoryCache eviction', () => {
   });
 
   it('only a read marks an entry as used: setIfAbsent and commit do not', async () => {
-    const c = new InMemoryCache({ maxEntries: 3 });
+    const c = new InMemoryStore({ maxEntries: 3 });
     c.set('a', 1);
     c.set('b', 2);
     c.set('c', 3);
@@ -104,7 +104,7 @@ describe('InMemoryCache eviction', () => {
   });
 
   it('a claimed key nobody asked for again falls first; a replayed one is kept', async () => {
-    const c = new InMemoryCache({ maxEntries: 3 });
+    const c = new InMemoryStore({ maxEntries: 3 });
     for (const k of ['x', 'y', 'z']) {
       await c.claim(k, claim(k));
       await c.commit(k, k, record(), 10_000);
@@ -117,7 +117,7 @@ describe('InMemoryCache eviction', () => {
   });
 
   it('prefixQuotas protect a prefix at or under its quota from other prefixes', () => {
-    const c = new InMemoryCache({ maxEntries: 10, prefixQuotas: { 'idem:': 6, 'rl:': 4 } });
+    const c = new InMemoryStore({ maxEntries: 10, prefixQuotas: { 'idem:': 6, 'rl:': 4 } });
     for (let i = 0; i < 6; i++) c.set(`idem:${i}`, i, { guaranteed: true });
     for (let i = 0; i < 100; i++) c.set(`rl:${i}`, i, { guaranteed: true });
     for (let i = 0; i < 6; i++) expect(c.get(`idem:${i}`)).toBe(i);
@@ -129,7 +129,7 @@ describe('InMemoryCache eviction', () => {
   });
 
   it('a prefix over its quota can be evicted by others', () => {
-    const c = new InMemoryCache({ maxEntries: 10, prefixQuotas: { 'idem:': 4 } });
+    const c = new InMemoryStore({ maxEntries: 10, prefixQuotas: { 'idem:': 4 } });
     for (let i = 0; i < 10; i++) c.set(`idem:${i}`, i, { guaranteed: true });
     for (let i = 0; i < 20; i++) c.set(`other:${i}`, i, { guaranteed: true });
     let idem = 0;
@@ -138,31 +138,31 @@ describe('InMemoryCache eviction', () => {
   });
 
   it('refuses an insert rather than break the bound or a quota', async () => {
-    const c = new InMemoryCache({ maxEntries: 2, prefixQuotas: { 'a:': 1, 'b:': 1 } });
+    const c = new InMemoryStore({ maxEntries: 2, prefixQuotas: { 'a:': 1, 'b:': 1 } });
     c.set('a:1', 1);
     c.set('b:1', 1);
     expect(c.set('c:1', 1)).toBe(false);
     expect(c.size).toBe(2);
     await expect(c.claim('c:2', claim())).rejects.toThrow(
-      'InMemoryCache is full: every entry is a claim in flight or kept by its prefix quota',
+      'InMemoryStore is full: every entry is a claim in flight or kept by its prefix quota',
     );
   });
 
   it('never evicts a claim in flight: a full cache refuses the next claim instead', async () => {
     let now = 0;
-    const c = new InMemoryCache({ maxEntries: 2, now: () => now });
+    const c = new InMemoryStore({ maxEntries: 2, now: () => now });
     expect(await c.claim('a', claim('o', 'fp', 100))).toEqual({ state: 'claimed' });
     c.set('plain', 1);
     expect(await c.claim('b', claim('o', 'fp', 100))).toEqual({ state: 'claimed' }); // evicts the plain entry
     expect(c.get('plain')).toBeUndefined();
-    await expect(c.claim('c', claim('o', 'fp', 100))).rejects.toThrow('InMemoryCache is full');
+    await expect(c.claim('c', claim('o', 'fp', 100))).rejects.toThrow('InMemoryStore is full');
     expect(c.set('plain', 1)).toBe(false);
     expect(await c.claim('a', claim('x', 'fp', 100))).toEqual({ state: 'in-flight', fingerprint: 'fp' });
     // A committed claim is a record, evictable as any other.
     expect(await c.commit('a', 'o', record(), 1000)).toBe(true);
     expect(await c.claim('c', claim('o', 'fp', 100))).toEqual({ state: 'claimed' });
     expect([...c.keys()].sort()).toEqual(['b', 'c']);
-    await expect(c.claim('d', claim('o'))).rejects.toThrow('InMemoryCache is full');
+    await expect(c.claim('d', claim('o'))).rejects.toThrow('InMemoryStore is full');
     // A claim whose lease ran out is dead: it makes room.
     now = 100;
     expect(await c.claim('d', claim('o'))).toEqual({ state: 'claimed' });
@@ -171,7 +171,7 @@ describe('InMemoryCache eviction', () => {
   });
 
   it('a record keeps the read mark its claim got, and goes after the unread records', async () => {
-    const c = new InMemoryCache({ maxEntries: 2 });
+    const c = new InMemoryStore({ maxEntries: 2 });
     await c.claim('read', claim('o'));
     await c.claim('read', claim('dup'));
     await c.commit('read', 'o', record(), 1000);
@@ -182,14 +182,14 @@ describe('InMemoryCache eviction', () => {
   });
 
   it('validates its options', () => {
-    expect(() => new InMemoryCache({ maxEntries: 0 })).toThrow('maxEntries must be a positive integer');
-    expect(() => new InMemoryCache({ maxEntries: 5, prefixQuotas: { 'a:': 3, 'b:': 3 } })).toThrow('more than maxEntries');
-    expect(() => new InMemoryCache({ prefixQuotas: { '': 1 } })).toThrow('non-empty prefixes');
+    expect(() => new InMemoryStore({ maxEntries: 0 })).toThrow('maxEntries must be a positive integer');
+    expect(() => new InMemoryStore({ maxEntries: 5, prefixQuotas: { 'a:': 3, 'b:': 3 } })).toThrow('more than maxEntries');
+    expect(() => new InMemoryStore({ prefixQuotas: { '': 1 } })).toThrow('non-empty prefixes');
   });
 
   it('expires plain entries lazily', () => {
     let now = 0;
-    const c = new InMemoryCache({ now: () => now });
+    const c = new InMemoryStore({ now: () => now });
     c.set('a', 1, { ttlMs: 10 });
     expect(c.setIfAbsent('a', 2)).toBe(false);
     now = 10;
@@ -200,9 +200,9 @@ describe('InMemoryCache eviction', () => {
   });
 });
 
-describe('InMemoryCache bookkeeping', () => {
+describe('InMemoryStore bookkeeping', () => {
   it('a deleted entry leaves the eviction order intact', () => {
-    const c = new InMemoryCache({ maxEntries: 3 });
+    const c = new InMemoryStore({ maxEntries: 3 });
     c.set('a', 1);
     c.set('b', 2);
     c.set('c', 3);
@@ -215,7 +215,7 @@ describe('InMemoryCache bookkeeping', () => {
   });
 
   it('overwriting a value keeps one entry', () => {
-    const c = new InMemoryCache({ maxEntries: 2 });
+    const c = new InMemoryStore({ maxEntries: 2 });
     c.set('a', 1);
     expect(c.set('a', 2)).toBe(true);
     c.set('b', 3);
@@ -226,7 +226,7 @@ describe('InMemoryCache bookkeeping', () => {
   });
 
   it('set() can give an existing entry a guarantee, and take it away', () => {
-    const c = new InMemoryCache({ maxEntries: 3 });
+    const c = new InMemoryStore({ maxEntries: 3 });
     c.set('kept', 1);
     c.set('kept', 2, { guaranteed: true });
     c.set('dropped', 1, { guaranteed: true });
@@ -238,7 +238,7 @@ describe('InMemoryCache bookkeeping', () => {
 
   it('an entry without ttl never expires', () => {
     let now = 0;
-    const c = new InMemoryCache({ now: () => now });
+    const c = new InMemoryStore({ now: () => now });
     c.set('forever', 1);
     now = Number.MAX_SAFE_INTEGER;
     expect(c.get('forever')).toBe(1);
@@ -246,7 +246,7 @@ describe('InMemoryCache bookkeeping', () => {
 
   it('a plain value under a key is foreign to the idempotency operations, and a claim replaces it', async () => {
     const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
-    const c = new InMemoryCache();
+    const c = new InMemoryStore();
     c.set('k', { owner: 'o' });
     expect(await c.commit('k', 'o', record(), 1000)).toBe(false);
     expect(await c.release('k', 'o')).toBe(false);
@@ -265,7 +265,7 @@ describe('InMemoryCache bookkeeping', () => {
   });
 
   it('evicts the oldest entry across prefix groups', () => {
-    const c = new InMemoryCache({ maxEntries: 4, prefixQuotas: { 'a:': 1, 'b:': 1 } });
+    const c = new InMemoryStore({ maxEntries: 4, prefixQuotas: { 'a:': 1, 'b:': 1 } });
     for (const k of ['b:1', 'a:1', 'b:2', 'a:2']) c.set(k, k);
     c.set('c:1', 'c');
     expect(c.get('b:1')).toBeUndefined();
@@ -273,7 +273,7 @@ describe('InMemoryCache bookkeeping', () => {
   });
 
   it('keys without a quota prefix are never protected', () => {
-    const c = new InMemoryCache({ maxEntries: 3, prefixQuotas: { 'q:': 1 } });
+    const c = new InMemoryStore({ maxEntries: 3, prefixQuotas: { 'q:': 1 } });
     c.set('x', 1);
     c.set('q:1', 1);
     c.set('q:2', 1);
@@ -283,7 +283,7 @@ describe('InMemoryCache bookkeeping', () => {
   });
 
   it('a key counts under its longest matching quota prefix', () => {
-    const c = new InMemoryCache({ maxEntries: 2, prefixQuotas: { 'idem:': 1, 'idem:a:': 1 } });
+    const c = new InMemoryStore({ maxEntries: 2, prefixQuotas: { 'idem:': 1, 'idem:a:': 1 } });
     c.set('idem:a:1', 1);
     c.set('idem:2', 2);
     c.set('idem:a:3', 3); // only its own group may give way
@@ -293,7 +293,7 @@ describe('InMemoryCache bookkeeping', () => {
   });
 
   it('the longest prefix wins whatever order the quotas are listed in', () => {
-    const c = new InMemoryCache({ maxEntries: 2, prefixQuotas: { 'idem:': 1, 'idem:a:': 1 } });
+    const c = new InMemoryStore({ maxEntries: 2, prefixQuotas: { 'idem:': 1, 'idem:a:': 1 } });
     c.set('idem:a:1', 1);
     c.set('idem:2', 2);
     // Each prefix holds exactly its quota, so neither may give way to an unprefixed key. Counted
@@ -304,7 +304,7 @@ describe('InMemoryCache bookkeeping', () => {
   });
 
   it('overwriting a value keeps its place in the eviction order', () => {
-    const c = new InMemoryCache({ maxEntries: 3 });
+    const c = new InMemoryStore({ maxEntries: 3 });
     c.set('a', 1);
     c.set('b', 2);
     c.set('c', 3);
@@ -315,7 +315,7 @@ describe('InMemoryCache bookkeeping', () => {
   });
 
   it('clear() empties the store', () => {
-    const c = new InMemoryCache({ maxEntries: 2, prefixQuotas: { 'q:': 1 } });
+    const c = new InMemoryStore({ maxEntries: 2, prefixQuotas: { 'q:': 1 } });
     c.set('q:1', 1);
     c.set('x', 2);
     c.clear();
@@ -329,7 +329,7 @@ describe('InMemoryCache bookkeeping', () => {
   });
 
   it('reads order entries by recency across groups', () => {
-    const c = new InMemoryCache({ maxEntries: 4, prefixQuotas: { 'a:': 1, 'b:': 1 } });
+    const c = new InMemoryStore({ maxEntries: 4, prefixQuotas: { 'a:': 1, 'b:': 1 } });
     for (const k of ['a:1', 'b:1', 'a:2', 'b:2']) c.set(k, k);
     for (const k of ['a:1', 'b:1', 'a:2', 'b:2']) c.get(k);
     c.get('a:1'); // now b:1 is the least recently read
@@ -339,16 +339,16 @@ describe('InMemoryCache bookkeeping', () => {
   });
 
   it('accepts maxEntries 1 and refuses negative quotas', () => {
-    const c = new InMemoryCache({ maxEntries: 1 });
+    const c = new InMemoryStore({ maxEntries: 1 });
     c.set('a', 1);
     c.set('b', 2);
     expect([...c.keys()]).toEqual(['b']);
-    expect(() => new InMemoryCache({ prefixQuotas: { 'a:': -1 } })).toThrow('non-negative integer quotas');
-    expect(new InMemoryCache({ maxEntries: 5, prefixQuotas: { 'a:': 0 } }).size).toBe(0);
+    expect(() => new InMemoryStore({ prefixQuotas: { 'a:': -1 } })).toThrow('non-negative integer quotas');
+    expect(new InMemoryStore({ maxEntries: 5, prefixQuotas: { 'a:': 0 } }).size).toBe(0);
   });
 });
 
-describe('InMemoryCache in production', () => {
+describe('InMemoryStore in production', () => {
   const env = process.env.NODE_ENV;
   afterEach(() => {
     process.env.NODE_ENV = env;
@@ -357,11 +357,33 @@ describe('InMemoryCache in production', () => {
   it('warns once that its state is per process', () => {
     const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
     process.env.NODE_ENV = 'production';
-    new InMemoryCache();
-    new InMemoryCache();
+    new InMemoryStore();
+    new InMemoryStore();
     expect(warn).toHaveBeenCalledTimes(1);
-    expect(String(warn.mock.calls[0][0])).toContain('Use RedisCache');
-    expect((warn.mock.contexts[0] as { context?: string }).context).toBe('InMemoryCache');
+    expect(String(warn.mock.calls[0][0])).toContain('Use RedisStore');
+    expect((warn.mock.contexts[0] as { context?: string }).context).toBe('InMemoryStore');
     warn.mockRestore();
+  });
+});
+
+describe('InMemoryCache, the deprecated name of InMemoryStore', () => {
+  afterEach(() => jest.restoreAllMocks());
+
+  it('is the same class: new, instanceof, extends and statics reach InMemoryStore; the first new warns once', async () => {
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    const old = new InMemoryCache({ maxEntries: 5 });
+    new InMemoryCache();
+    expect(old).toBeInstanceOf(InMemoryStore);
+    expect(new InMemoryStore()).toBeInstanceOf(InMemoryCache);
+    expect(Object.getPrototypeOf(old)).toBe(InMemoryStore.prototype);
+    expect(old.constructor).toBe(InMemoryStore);
+    class Mine extends InMemoryCache {}
+    expect(new Mine()).toBeInstanceOf(InMemoryStore);
+    const renamed = warn.mock.calls.map((c) => String(c[0])).filter((m) => m.startsWith('InMemoryCache is deprecated'));
+    expect(renamed).toEqual([
+      "InMemoryCache is deprecated and will be removed in 1.0; use InMemoryStore, the same thing under the package's one word for a store",
+    ]);
+    expect(warn.mock.contexts.some((c) => (c as { context?: string }).context === 'Idempotency')).toBe(true);
+    expect((await old.claim('k', claim())).state).toBe('claimed');
   });
 });

@@ -1,15 +1,15 @@
 import { describe, expect, it, jest } from '@jest/globals';
 import { Logger } from '@nestjs/common';
 import {
-  InMemoryCache,
+  InMemoryStore,
   type IdempotencyModuleOptions,
   type IdempotencyStore,
   type IdempotencyTransactions,
 } from '../../lib/index.js';
 import { resolveModuleOptions as resolveWith } from '../../lib/options/module-options.resolver.js';
 
-const store = (): IdempotencyStore => new InMemoryCache();
-/** As the module calls it: an InMemoryCache of its own unless `store` is given. */
+const store = (): IdempotencyStore => new InMemoryStore();
+/** As the module calls it: an InMemoryStore of its own unless `store` is given. */
 const resolveModuleOptions = (options: IdempotencyModuleOptions, registration?: string) =>
   resolveWith(options, store, registration);
 const err = (message: string) => `IdempotencyModule: ${message}`;
@@ -18,7 +18,7 @@ describe('resolveModuleOptions', () => {
   it('fills in every documented default, with a store of its own', () => {
     const resolved = resolveModuleOptions({});
     expect(resolved).toEqual({
-      store: expect.any(InMemoryCache),
+      store: expect.any(InMemoryStore),
       ttlMs: 86_400_000,
       leaseMs: 60_000,
       maxHoldMs: 600_000,

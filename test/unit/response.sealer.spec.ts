@@ -1,13 +1,13 @@
 import { describe, expect, it } from '@jest/globals';
 import { ResponseSealer, UnsealableRecord } from '../../lib/encryption/response.sealer.js';
-import { type IdempotencyEncryption, type IdempotencyRecord, InMemoryCache } from '../../lib/index.js';
+import { type IdempotencyEncryption, type IdempotencyRecord, InMemoryStore } from '../../lib/index.js';
 import { resolveModuleOptions } from '../../lib/options/module-options.resolver.js';
 import { SEALED_PLACEHOLDER } from '../../lib/stores/store-value.codec.js';
 
 const K1 = Buffer.alloc(32, 1);
 const K2 = Buffer.alloc(32, 2);
 const sealer = (encryption?: IdempotencyEncryption) =>
-  new ResponseSealer(resolveModuleOptions({ encryption }, () => new InMemoryCache()));
+  new ResponseSealer(resolveModuleOptions({ encryption }, () => new InMemoryStore()));
 const response = {
   status: 201,
   headers: { 'content-type': 'application/json', 'x-multi': ['a', 'b'] },

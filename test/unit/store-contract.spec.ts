@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { type IdempotencyClaim, type IdempotencyRecord, type IdempotencyStore, InMemoryCache } from '../../lib/index.js';
+import { type IdempotencyClaim, type IdempotencyRecord, type IdempotencyStore, InMemoryStore } from '../../lib/index.js';
 import { type ContractFramework, storeContract, type StoreContractOptions } from '../../lib/testing/index.js';
 
 /** Registers the shipped suite into a framework of our own, runs it, and names the tests that failed. */
@@ -20,7 +20,7 @@ async function failures(
 
 /** A store that forgets who holds a claim: any caller's commit lands. The bug fencing exists for. */
 class UnfencedStore implements IdempotencyStore {
-  private readonly inner = new InMemoryCache();
+  private readonly inner = new InMemoryStore();
   private readonly holders = new Map<string, string>();
   async claim(key: string, claim: IdempotencyClaim) {
     const outcome = await this.inner.claim(key, claim);
@@ -41,7 +41,7 @@ class UnfencedStore implements IdempotencyStore {
 describe('the shipped store contract (nestjs-idempotency/testing)', () => {
   it('passes a correct store, and closes it in its last test', async () => {
     let closed = 0;
-    const { ran, failed } = await failures(() => new InMemoryCache(), { name: 'memory', close: () => void closed++ });
+    const { ran, failed } = await failures(() => new InMemoryStore(), { name: 'memory', close: () => void closed++ });
     expect(failed).toEqual([]);
     expect(ran.length).toBeGreaterThanOrEqual(15);
     expect(ran.at(-1)).toBe('closes');
@@ -58,7 +58,7 @@ describe('the shipped store contract (nestjs-idempotency/testing)', () => {
 
   it('fails a store that lacks an optional method it does not declare; declared, its tests are left out', async () => {
     const lacking = () => {
-      const store = new InMemoryCache();
+      const store = new InMemoryStore();
       return {
         claim: store.claim.bind(store),
         commit: store.commit.bind(store),

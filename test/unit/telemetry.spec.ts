@@ -63,7 +63,7 @@ describe('Telemetry', () => {
 
   it('an outcome without a route or method has no such attribute at all, not an undefined one', () => {
     const { api, points } = recordingApi();
-    new Telemetry(api).outcome('evicted', undefined, undefined, 'InMemoryCache');
+    new Telemetry(api).outcome('evicted', undefined, undefined, 'InMemoryStore');
     expect(Object.keys(points[0][2]).sort()).toEqual(['idempotency.outcome', 'idempotency.store']);
   });
 
@@ -79,29 +79,29 @@ describe('Telemetry', () => {
   it('counts an outcome with the route and method it has, and none it has not', () => {
     const { api, points } = recordingApi();
     const telemetry = new Telemetry(api);
-    telemetry.outcome('replayed', 'Pay.create', 'POST', 'RedisCache');
-    telemetry.outcome('evicted', undefined, undefined, 'InMemoryCache');
-    telemetry.storeDuration('renew', 'RedisCache', 1.25);
+    telemetry.outcome('replayed', 'Pay.create', 'POST', 'RedisStore');
+    telemetry.outcome('evicted', undefined, undefined, 'InMemoryStore');
+    telemetry.storeDuration('renew', 'RedisStore', 1.25);
     telemetry.storeDuration('claim', 'PostgresStore', 1000, Object.assign(new Error('x'), { code: '57014' }));
-    telemetry.storeDuration('commit', 'RedisCache', 2, new TypeError('y'));
-    telemetry.storeDuration('commit', 'RedisCache', 2, 'a string');
+    telemetry.storeDuration('commit', 'RedisStore', 2, new TypeError('y'));
+    telemetry.storeDuration('commit', 'RedisStore', 2, 'a string');
     expect(points).toEqual([
       [
         'idempotency.requests',
         1,
         {
           'idempotency.outcome': 'replayed',
-          'idempotency.store': 'RedisCache',
+          'idempotency.store': 'RedisStore',
           'idempotency.route': 'Pay.create',
           'http.request.method': 'POST',
         },
       ],
-      ['idempotency.requests', 1, { 'idempotency.outcome': 'evicted', 'idempotency.store': 'InMemoryCache' }],
-      ['idempotency.store.duration', 1.25, { 'idempotency.store.operation': 'renew', 'idempotency.store': 'RedisCache' }],
+      ['idempotency.requests', 1, { 'idempotency.outcome': 'evicted', 'idempotency.store': 'InMemoryStore' }],
+      ['idempotency.store.duration', 1.25, { 'idempotency.store.operation': 'renew', 'idempotency.store': 'RedisStore' }],
       [
         'idempotency.store.operation.duration',
         0.00125,
-        { 'idempotency.store.operation': 'renew', 'idempotency.store': 'RedisCache' },
+        { 'idempotency.store.operation': 'renew', 'idempotency.store': 'RedisStore' },
       ],
       ['idempotency.store.duration', 1000, { 'idempotency.store.operation': 'claim', 'idempotency.store': 'PostgresStore' }],
       [
@@ -109,17 +109,17 @@ describe('Telemetry', () => {
         1,
         { 'idempotency.store.operation': 'claim', 'idempotency.store': 'PostgresStore', 'error.type': '57014' },
       ],
-      ['idempotency.store.duration', 2, { 'idempotency.store.operation': 'commit', 'idempotency.store': 'RedisCache' }],
+      ['idempotency.store.duration', 2, { 'idempotency.store.operation': 'commit', 'idempotency.store': 'RedisStore' }],
       [
         'idempotency.store.operation.duration',
         0.002,
-        { 'idempotency.store.operation': 'commit', 'idempotency.store': 'RedisCache', 'error.type': 'TypeError' },
+        { 'idempotency.store.operation': 'commit', 'idempotency.store': 'RedisStore', 'error.type': 'TypeError' },
       ],
-      ['idempotency.store.duration', 2, { 'idempotency.store.operation': 'commit', 'idempotency.store': 'RedisCache' }],
+      ['idempotency.store.duration', 2, { 'idempotency.store.operation': 'commit', 'idempotency.store': 'RedisStore' }],
       [
         'idempotency.store.operation.duration',
         0.002,
-        { 'idempotency.store.operation': 'commit', 'idempotency.store': 'RedisCache', 'error.type': '_OTHER' },
+        { 'idempotency.store.operation': 'commit', 'idempotency.store': 'RedisStore', 'error.type': '_OTHER' },
       ],
     ]);
   });

@@ -1,6 +1,6 @@
-/** Options of {@link InMemoryCache}. */
-export interface InMemoryCacheOptions {
-  /** Most entries held at once; an insert at the bound evicts one (see the README's "InMemoryCache"). Default 10 000. */
+/** Options of {@link InMemoryStore}. */
+export interface InMemoryStoreOptions {
+  /** Most entries held at once; an insert at the bound evicts one (see the README's "InMemoryStore"). Default 10 000. */
   maxEntries?: number;
   /**
    * Capacity reserved per key prefix, e.g. `{ 'idem:': 8000, 'rl:': 2000 }`. An insert never evicts an entry
@@ -12,7 +12,7 @@ export interface InMemoryCacheOptions {
   now?: () => number;
 }
 
-/** Options of {@link InMemoryCache.set} and {@link InMemoryCache.setIfAbsent}. */
+/** Options of {@link InMemoryStore.set} and {@link InMemoryStore.setIfAbsent}. */
 export interface CacheSetOptions {
   /** Lifetime in ms; without it the entry lives until evicted or deleted. */
   ttlMs?: number;

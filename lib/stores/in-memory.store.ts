@@ -10,7 +10,7 @@ import type {
   PeekedEntry,
 } from '../interfaces/idempotency-store.interface.js';
 import { BoundedLru, type Entry, GUARANTEED, PINNED, PLAIN_KIND, READ } from './bounded-lru.js';
-import type { InMemoryCacheOptions } from './in-memory-cache.options.js';
+import type { InMemoryStoreOptions } from './in-memory-store.options.js';
 import { encodeRecord, readRecord } from './store-value.codec.js';
 
 /** Entry kinds besides the plain values of `set` (see {@link PLAIN_KIND}). */
@@ -25,18 +25,18 @@ class Claim {
 }
 
 let productionWarningGiven = false;
-const logger = new Logger('InMemoryCache');
+const logger = new Logger('InMemoryStore');
 
 /**
  * A process-local {@link IdempotencyStore} on a bounded LRU: O(1) per operation, lazy expiry (no
  * timers), claims never evicted while live, records kept over plain values. It is also a small
  * general cache (`get`/`set`/`setIfAbsent`/`delete`). State is per process: with several pods, use
- * `RedisCache`.
+ * `RedisStore`.
  */
-export class InMemoryCache extends BoundedLru implements IdempotencyStore {
+export class InMemoryStore extends BoundedLru implements IdempotencyStore {
   private evictionListener: ((key: string) => void) | undefined;
 
-  constructor(options: InMemoryCacheOptions = {}) {
+  constructor(options: InMemoryStoreOptions = {}) {
     super(options);
     if (process.env.NODE_ENV === 'production' && !productionWarningGiven) {
       productionWarningGiven = true;

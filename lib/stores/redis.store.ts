@@ -1,8 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import type { Writable } from 'node:stream';
-import { MAX_TIMER_MS } from '../idempotency.constants.js';
-import { CONFIG_ERRORS, LOGS, STORE_ERRORS } from '../idempotency.messages.js';
+import { LOGS, STORE_ERRORS } from '../idempotency.messages.js';
 import type {
   ClaimOutcome,
   IdempotencyClaim,
@@ -12,7 +11,9 @@ import type {
   PeekedEntry,
 } from '../interfaces/idempotency-store.interface.js';
 import { decodeEntry, encodeClaim, encodeRecord, ownerPrefix } from './store-value.codec.js';
-import { RedisCacheOptions, type RedisClientLike } from './redis-cache.options.js';
+import type { RedisCacheOptions } from './redis-cache.options.js';
+import { resolveRedisOptions } from './redis-options.resolver.js';
+import type { RedisClientLike, RedisStoreOptions } from './redis-store.options.js';
 import { SCRIPTS, type ScriptedClient } from './redis.scripts.js';
 
 class RedisTimeoutError extends Error {}
@@ -24,23 +25,18 @@ const PING_KEY = 'nestjs-idempotency:ping';
  * An {@link IdempotencyStore} on Redis (ioredis 5.4+ or 6, standalone or Cluster), shared by every pod.
  * A first request costs two commands (claim, commit), a replay or a conflict one.
  */
-export class RedisCache implements IdempotencyStore {
-  private readonly logger = new Logger('RedisCache');
+export class RedisStore implements IdempotencyStore {
+  private readonly logger = new Logger('RedisStore');
   private readonly client: Promise<ScriptedClient>;
   private readonly owned: boolean;
   private readonly timeoutMs: number;
   private corked = false;
 
-  constructor(options: RedisCacheOptions) {
-    if (!(options instanceof RedisCacheOptions)) throw new Error(CONFIG_ERRORS.redisOptions);
-    const { url, client, commandTimeoutMs } = options;
-    if (!url && !client) throw new Error(CONFIG_ERRORS.redisTarget);
-    if (!Number.isSafeInteger(commandTimeoutMs) || commandTimeoutMs < 1 || commandTimeoutMs > MAX_TIMER_MS) {
-      throw new Error(CONFIG_ERRORS.redisTimeout(MAX_TIMER_MS, commandTimeoutMs));
-    }
+  constructor(options: RedisStoreOptions | RedisCacheOptions) {
+    const { url, client, commandTimeoutMs, redisOptions } = resolveRedisOptions(options);
     this.timeoutMs = commandTimeoutMs;
     this.owned = !client;
-    this.client = client ? Promise.resolve(this.prepare(client)) : this.connect(url!, options.redisOptions);
+    this.client = client ? Promise.resolve(this.prepare(client)) : this.connect(url, redisOptions);
     // A failed connect surfaces on the first command; don't let it be an unhandled rejection before.
     this.client.catch(() => undefined);
   }
