@@ -367,7 +367,9 @@ describe('InMemoryStore in production', () => {
 });
 
 describe('InMemoryCache, the deprecated name of InMemoryStore', () => {
-  afterEach(() => jest.restoreAllMocks());
+  afterEach(() => {
+    jest.restoreAllMocks();
+  });
 
   it('is the same class: new, instanceof, extends and statics reach InMemoryStore; the first new warns once', async () => {
     const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
