@@ -1,15 +1,13 @@
-// The package's only entry point: everything a user or a store author needs, nothing else.
+// The package's only entry point: what the README documents (its "API" section), nothing else;
+// a test holds the two to each other. Tests reach internals by path.
 
 // Module and request path
 export { IdempotencyModule } from './idempotency.module.js';
 export { Idempotent } from './decorators/idempotent.decorator.js';
 export { IdempotencyKey } from './decorators/idempotency-key.decorator.js';
-export { IdempotencyInterceptor } from './idempotency.interceptor.js';
-export { IdempotencyExceptionFilter } from './idempotency.filter.js';
-export { IdempotencyService } from './idempotency.service.js';
 export { IdempotencyException } from './exceptions/idempotency.exception.js';
 export { IdempotencyAdmin } from './idempotency.admin.js';
-export { IdempotencyHealthIndicator, DEFAULT_HEALTH_TIMEOUT_MS } from './health/idempotency.health-indicator.js';
+export { IdempotencyHealthIndicator } from './health/idempotency.health-indicator.js';
 export type { IdempotencyHealthOptions, IdempotencyHealthResult } from './health/idempotency.health-indicator.js';
 
 // Options
@@ -19,7 +17,7 @@ export type {
   IdempotencyModuleRootOptions,
   IdempotencyOptionsFactory,
 } from './interfaces/idempotency-module-options.interface.js';
-export type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
+export type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
 export type {
   ErrorFormat,
   FingerprintFunction,
@@ -50,19 +48,7 @@ export type {
   IdempotencyIdentityResolver,
   IdentityFunction,
 } from './interfaces/identity-resolver.interface.js';
-export {
-  IDEMPOTENCY_CORS_HEADERS,
-  IDEMPOTENCY_MODULE_OPTIONS,
-  REPLAYED_HEADER,
-  DEFAULT_HEADER_NAME,
-  DEFAULT_KEY_PREFIX,
-  DEFAULT_PROBLEM_TYPE_BASE_URL,
-  DEFAULT_LEASE_MS,
-  DEFAULT_MAX_KEY_LENGTH,
-  DEFAULT_MAX_SCOPE_LENGTH,
-  DEFAULT_TTL_MS,
-  DEFAULT_TRANSACTION_TIMEOUT_MS,
-} from './idempotency.constants.js';
+export { IDEMPOTENCY_CORS_HEADERS, IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
 
 // Store contract and records, for store authors
 export type {
@@ -76,13 +62,11 @@ export type {
 } from './interfaces/idempotency-store.interface.js';
 export type { StoredResponse } from './interfaces/stored-response.interface.js';
 export type { IdempotencyTransactions, SqlExecutor } from './interfaces/idempotency-transactions.interface.js';
-export type { ActiveClaim } from './interfaces/active-claim.interface.js';
 
 // Stores
 export { InMemoryStore } from './stores/in-memory.store.js';
 export type { InMemoryStoreOptions, CacheSetOptions } from './stores/in-memory-store.options.js';
 export { RedisStore } from './stores/redis.store.js';
-export { DEFAULT_REDIS_COMMAND_TIMEOUT_MS } from './stores/redis-store.options.js';
 export type { RedisClientLike, RedisStoreOptions } from './stores/redis-store.options.js';
 export { PostgresStore } from './stores/postgres.store.js';
 export type { PostgresStoreOptions, PostgresPoolLike } from './stores/postgres-store.options.js';

@@ -64,7 +64,8 @@ describe('ioredis, pg, better-sqlite3, nestjs-cls, TypeORM, @nestjs/swagger, @op
     const out = run(`
       import 'reflect-metadata';
       import { NestFactory } from '@nestjs/core';
-      import { IdempotencyHealthIndicator, IdempotencyModule, IdempotencyService, InMemoryStore } from './dist/index.js';
+      import { IdempotencyHealthIndicator, IdempotencyModule, InMemoryStore } from './dist/index.js';
+      import { IdempotencyService } from './dist/idempotency.service.js';
       const app = await NestFactory.createApplicationContext(IdempotencyModule.forRoot(), { logger: false });
       const service = app.get(IdempotencyService);
       const claim = await service.options.store.claim('k', { owner: 'o', fingerprint: 'f', leaseMs: 1000 });

@@ -1,4 +1,5 @@
-import type { ActiveClaim, ResolvedRouteOptions } from '../../lib/index.js';
+import type { ActiveClaim } from '../../lib/interfaces/active-claim.interface.js';
+import type { ResolvedRouteOptions } from '../../lib/interfaces/resolved-options.interface.js';
 import { CANONICAL_TAG, functionTag, RAW_TAG } from '../../lib/utils/fingerprint-tag.util.js';
 
 /** A claim as the protocol hands it out, for tests of what is done with one (commit, renewal). */

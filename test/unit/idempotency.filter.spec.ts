@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import type { ArgumentsHost } from '@nestjs/common';
-import { IdempotencyException, IdempotencyExceptionFilter, type StoredResponse } from '../../lib/index.js';
+import { IdempotencyException, type StoredResponse } from '../../lib/index.js';
+import { IdempotencyExceptionFilter } from '../../lib/idempotency.filter.js';
 import { IdempotentReplay } from '../../lib/exceptions/idempotent-replay.exception.js';
 import { httpContext } from '../support/contexts.js';
 import { FakeResponse } from '../support/fake-response.js';

@@ -1,17 +1,13 @@
 import { describe, expect, it } from '@jest/globals';
 import { Controller, Inject, Injectable, Module, Post } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
-import {
-  IdempotencyExceptionFilter,
-  IdempotencyInterceptor,
-  IdempotencyKey,
-  IdempotencyModule,
-  Idempotent,
-  InMemoryStore,
-} from '../../lib/index.js';
+import { IdempotencyKey, IdempotencyModule, Idempotent, InMemoryStore } from '../../lib/index.js';
+import { IdempotencyExceptionFilter } from '../../lib/idempotency.filter.js';
+import { IdempotencyInterceptor } from '../../lib/idempotency.interceptor.js';
 import { IDEMPOTENCY_MODULE_OPTIONS, IDEMPOTENT_ROUTE_METADATA } from '../../lib/idempotency.constants.js';
 import { rememberKey } from '../../lib/http/request-key.store.js';
-import { IdempotencyService, type ResolvedIdempotencyOptions } from '../../lib/index.js';
+import type { ResolvedIdempotencyOptions } from '../../lib/index.js';
+import { IdempotencyService } from '../../lib/idempotency.service.js';
 import { httpContext } from '../support/contexts.js';
 import { Config, ConfigModule, OptionsFactory } from '../support/fixtures.js';
 import { createProtocol } from '../support/protocol.js';
