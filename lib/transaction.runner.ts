@@ -14,6 +14,7 @@ import type { SqlExecutor } from './interfaces/idempotency-transactions.interfac
 import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
 import type { StoredResponse } from './interfaces/stored-response.interface.js';
 import { RecordBuilder } from './record.builder.js';
+import { withTimeout } from './utils/timeout.util.js';
 
 /** The lease ran out (the fenced completion matched no row, or its deadline passed): the key may be another request's. */
 class LeaseLost extends Error {}
@@ -39,12 +40,7 @@ const reason = (err: unknown): string => (err instanceof Error ? err.message : S
 
 /** `response`, unless the claim's lease ends first: the transaction must not wait for ever. One timer, transactional requests only. */
 function beforeLeaseEnds(response: Promise<StoredResponse>, claim: ActiveClaim): Promise<StoredResponse> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new LeaseLost(STORE_ERRORS.leaseOver)), claim.claimedAt + claim.leaseMs - Date.now());
-    timer.unref();
-  });
-  return Promise.race([response, late]).finally(() => clearTimeout(timer));
+  return withTimeout(response, claim.claimedAt + claim.leaseMs - Date.now(), () => new LeaseLost(STORE_ERRORS.leaseOver));
 }
 
 /**

@@ -2,6 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { IDEMPOTENCY_MODULE_OPTIONS } from '../idempotency.constants.js';
 import { STORE_ERRORS } from '../idempotency.messages.js';
 import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
+import { withTimeout } from '../utils/timeout.util.js';
 
 /** How long a store may take to answer the health check by default, in ms. */
 export const DEFAULT_HEALTH_TIMEOUT_MS = 1000;
@@ -33,20 +34,14 @@ export class IdempotencyHealthIndicator {
     const name = store.constructor.name;
     const timeoutMs = options.timeoutMs ?? DEFAULT_HEALTH_TIMEOUT_MS;
     const startedAt = performance.now();
-    let timer: NodeJS.Timeout | undefined;
     try {
       if (typeof store.ping !== 'function') throw new Error(STORE_ERRORS.noPing(name));
-      const late = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(STORE_ERRORS.pingTimeout(timeoutMs))), timeoutMs);
-      });
-      await Promise.race([store.ping(), late]);
+      await withTimeout(store.ping(), timeoutMs, () => new Error(STORE_ERRORS.pingTimeout(timeoutMs)));
       const latencyMs = Math.round((performance.now() - startedAt) * 100) / 100;
       return { [key]: { status: 'up', store: name, latencyMs } } as IdempotencyHealthResult<Key>;
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       return { [key]: { status: 'down', store: name, message } } as IdempotencyHealthResult<Key>;
-    } finally {
-      clearTimeout(timer);
     }
   }
 }

@@ -15,6 +15,7 @@ import type { RedisCacheOptions } from './redis-cache.options.js';
 import { resolveRedisOptions } from './redis-options.resolver.js';
 import type { RedisClientLike, RedisStoreOptions } from './redis-store.options.js';
 import { SCRIPTS, type ScriptedClient } from './redis.scripts.js';
+import { withTimeout } from '../utils/timeout.util.js';
 
 class RedisTimeoutError extends Error {}
 
@@ -185,11 +186,6 @@ export class RedisStore implements IdempotencyStore {
   }
 
   private bounded<T>(command: Promise<T>): Promise<T> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new RedisTimeoutError(STORE_ERRORS.redisTimeout(this.timeoutMs))), this.timeoutMs);
-      timer.unref();
-    });
-    return Promise.race([command, timeout]).finally(() => clearTimeout(timer));
+    return withTimeout(command, this.timeoutMs, () => new RedisTimeoutError(STORE_ERRORS.redisTimeout(this.timeoutMs)));
   }
 }

@@ -53,6 +53,7 @@ import '../unit/in-memory-contract.spec.js';
 import '../unit/cls.transactions.spec.js';
 import '../redis/redis-cache.redis.spec.js';
 import '../unit/sql.sweeper.spec.js';
+import '../unit/timeout.util.spec.js';
 import '../sqlite/sqlite-store.sqlite.spec.js';
 import '../postgres/postgres-store.postgres.spec.js';
 import '../postgres/transactional.postgres.spec.js';

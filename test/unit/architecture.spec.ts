@@ -8,7 +8,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   utils: ['utils', 'idempotency.messages.ts'],
   http: ['http', 'interfaces', 'exceptions', 'idempotency.messages.ts'],
   options: ['options', 'interfaces', 'utils', 'idempotency.constants.ts', 'idempotency.messages.ts'],
-  stores: ['stores', 'interfaces', 'options', 'idempotency.constants.ts', 'idempotency.messages.ts'],
+  stores: ['stores', 'interfaces', 'options', 'utils', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   exceptions: ['exceptions', 'interfaces', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   transactions: ['transactions', 'interfaces', 'idempotency.messages.ts'],
   openapi: [
@@ -22,7 +22,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
     'utils',
   ],
   encryption: ['interfaces', 'stores', 'idempotency.constants.ts', 'idempotency.messages.ts'],
-  health: ['interfaces', 'idempotency.constants.ts', 'idempotency.messages.ts'],
+  health: ['interfaces', 'utils', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   events: ['events', 'interfaces', 'exceptions', 'utils', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   decorators: ['idempotency.constants.ts', 'interfaces', 'http', 'idempotency.interceptor.ts', 'idempotency.filter.ts'],
   // The second public entry (nestjs-idempotency/testing): only the public types, never the module.

@@ -1,0 +1,22 @@
+import { describe, expect, it, jest } from '@jest/globals';
+import { withTimeout } from '../../lib/utils/timeout.util.js';
+
+describe('withTimeout', () => {
+  it('answers with the work when it settles first, and clears its timer', async () => {
+    const clear = jest.spyOn(globalThis, 'clearTimeout');
+    await expect(withTimeout(Promise.resolve(7), 10_000, () => new Error('late'))).resolves.toBe(7);
+    await expect(withTimeout(Promise.reject(new Error('own')), 10_000, () => new Error('late'))).rejects.toThrow('own');
+    expect(clear).toHaveBeenCalledTimes(2);
+    clear.mockRestore();
+  });
+
+  it("rejects with the caller's error once the time is up, on a timer that does not hold the process", async () => {
+    const set = jest.spyOn(globalThis, 'setTimeout');
+    const never = new Promise<number>(() => undefined);
+    await expect(withTimeout(never, 5, () => new RangeError('late'))).rejects.toThrow(RangeError);
+    const timer = set.mock.results[0].value as NodeJS.Timeout;
+    expect(set.mock.calls[0][1]).toBe(5);
+    expect(timer.hasRef()).toBe(false);
+    set.mockRestore();
+  });
+});
