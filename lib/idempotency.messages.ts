@@ -1,7 +1,7 @@
 import type { IdempotencyErrorCode } from './interfaces/idempotency-error.interface.js';
 
-// Every sentence this package shows anyone, in one place, so wording stays consistent and a
-// reviewer can check at a glance that none of them carries a byte a client sent.
+// Every sentence this package shows anyone, grouped by who reads it (a client, an API's readers, an
+// operator, whoever configures the module), so that a reviewer sees none carries a byte a client sent.
 
 /**
  * What a client can read in an error body. None of them holds a byte the client sent: they name the
@@ -56,10 +56,7 @@ export const PROBLEM_TITLES: Readonly<Record<IdempotencyErrorCode, string>> = {
   'transaction-aborted': 'Transaction was aborted',
 };
 
-/**
- * What the OpenAPI document says of an `@Idempotent()` route (with `@nestjs/swagger` installed):
- * the policy the IETF draft asks a resource to publish, and what each answer means.
- */
+/** What the OpenAPI document says of an `@Idempotent()` route: the IETF draft's policy, what each answer means. */
 export const OPENAPI = {
   policy: (header: string, required: boolean, expiry: string, replayed: string | false) =>
     `**Idempotent** ([IETF Idempotency-Key draft](https://datatracker.ietf.org/doc/draft-ietf-httpapi-idempotency-key-header/)): ` +
@@ -146,8 +143,8 @@ export const LOGS = {
     `errorBody failed for ${code ?? 'an application error'}, sending the default body instead: ${reason}`,
 } as const;
 
-/** Store errors: the service turns them into a 503 and logs them with {@link LOGS.claimFailed}. */
-export const STORE_ERRORS = {
+/** What an operator reads when a store, the runner, the health check or the sealer fails; never a client. */
+export const FAILURES = {
   memoryFull: 'InMemoryStore is full: every entry is a claim in flight or kept by its prefix quota',
   redisTimeout: (ms: number) => `Redis command timed out after ${ms} ms`,
   redisForeign: 'RedisStore: the key holds a value that is not an idempotency record',
@@ -180,10 +177,7 @@ export const STORE_ERRORS = {
     `the key's record is in format ${format}, written by a newer release (this one reads up to ${known}); it is neither replayed nor run again until the deploy is complete`,
 } as const;
 
-/**
- * A configured value as a message shows it: a string says it is one, because `ConfigService.get()`
- * hands over environment variables as strings, and "got 3600000" hid why 3600000 was refused.
- */
+/** A configured value as shown: `ConfigService.get()` hands over strings, and "got 3600000" hid why it was refused. */
 function shown(got: unknown): string {
   return typeof got === 'string' ? `the string '${got.slice(0, 60)}'` : String(got);
 }

@@ -7,7 +7,7 @@ import { answer } from './http/idempotency.answers.js';
 import { IdempotencyObserver } from './events/idempotency.observer.js';
 import { OutcomeReporter } from './events/outcome.reporter.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
-import { LOGS, MESSAGES, STORE_ERRORS } from './idempotency.messages.js';
+import { LOGS, MESSAGES, FAILURES } from './idempotency.messages.js';
 import { IdempotencyService } from './idempotency.service.js';
 import type { ActiveClaim } from './interfaces/active-claim.interface.js';
 import type { SqlExecutor } from './interfaces/idempotency-transactions.interface.js';
@@ -40,7 +40,7 @@ const reason = (err: unknown): string => (err instanceof Error ? err.message : S
 
 /** `response`, unless the claim's lease ends first: the transaction must not wait for ever. One timer, transactional requests only. */
 function beforeLeaseEnds(response: Promise<StoredResponse>, claim: ActiveClaim): Promise<StoredResponse> {
-  return withTimeout(response, claim.claimedAt + claim.leaseMs - Date.now(), () => new LeaseLost(STORE_ERRORS.leaseOver));
+  return withTimeout(response, claim.claimedAt + claim.leaseMs - Date.now(), () => new LeaseLost(FAILURES.leaseOver));
 }
 
 /**

@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { IDEMPOTENCY_MODULE_OPTIONS } from '../idempotency.constants.js';
-import { STORE_ERRORS } from '../idempotency.messages.js';
+import { FAILURES } from '../idempotency.messages.js';
 import type { IdempotencyRecord } from '../interfaces/idempotency-store.interface.js';
 import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
 import type { StoredResponse } from '../interfaces/stored-response.interface.js';
@@ -44,9 +44,9 @@ export class ResponseSealer {
     const nl = sealed.indexOf(NL);
     const id = sealed.toString('latin1', 0, Math.max(nl, 0)).slice(0, 64);
     const key = this.options.encryption?.keys.get(id);
-    if (!this.options.encryption) throw new UnsealableRecord(STORE_ERRORS.notEncrypted);
+    if (!this.options.encryption) throw new UnsealableRecord(FAILURES.notEncrypted);
     // No newline reads as an empty id, which no key has.
-    if (!key) throw new UnsealableRecord(STORE_ERRORS.unknownKeyId(JSON.stringify(id)));
+    if (!key) throw new UnsealableRecord(FAILURES.unknownKeyId(JSON.stringify(id)));
     const iv = sealed.subarray(nl + 1, nl + 1 + IV_BYTES);
     const tag = sealed.subarray(nl + 1 + IV_BYTES, nl + 1 + IV_BYTES + TAG_BYTES);
     try {
@@ -57,7 +57,7 @@ export class ResponseSealer {
       const plain = Buffer.concat([decipher.update(sealed.subarray(nl + 1 + IV_BYTES + TAG_BYTES)), decipher.final()]);
       return decodeRecord(plain).response;
     } catch {
-      throw new UnsealableRecord(STORE_ERRORS.notAuthentic(JSON.stringify(id)));
+      throw new UnsealableRecord(FAILURES.notAuthentic(JSON.stringify(id)));
     }
   }
 }

@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { IDEMPOTENCY_MODULE_OPTIONS } from '../idempotency.constants.js';
-import { STORE_ERRORS } from '../idempotency.messages.js';
+import { FAILURES } from '../idempotency.messages.js';
 import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
 import { withTimeout } from '../utils/timeout.util.js';
 
@@ -35,8 +35,8 @@ export class IdempotencyHealthIndicator {
     const timeoutMs = options.timeoutMs ?? DEFAULT_HEALTH_TIMEOUT_MS;
     const startedAt = performance.now();
     try {
-      if (typeof store.ping !== 'function') throw new Error(STORE_ERRORS.noPing(name));
-      await withTimeout(store.ping(), timeoutMs, () => new Error(STORE_ERRORS.pingTimeout(timeoutMs)));
+      if (typeof store.ping !== 'function') throw new Error(FAILURES.noPing(name));
+      await withTimeout(store.ping(), timeoutMs, () => new Error(FAILURES.pingTimeout(timeoutMs)));
       const latencyMs = Math.round((performance.now() - startedAt) * 100) / 100;
       return { [key]: { status: 'up', store: name, latencyMs } } as IdempotencyHealthResult<Key>;
     } catch (err) {

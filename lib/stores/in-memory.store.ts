@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { LOGS, STORE_ERRORS } from '../idempotency.messages.js';
+import { LOGS, FAILURES } from '../idempotency.messages.js';
 import type {
   ClaimOutcome,
   IdempotencyClaim,
@@ -57,7 +57,7 @@ export class InMemoryStore extends BoundedLru implements IdempotencyStore {
     }
     const value = new Claim(claim.owner, claim.fingerprint);
     if (this.insert(key, value, CLAIM_KIND, this.expiry(claim.leaseMs), PINNED) === null) {
-      throw new Error(STORE_ERRORS.memoryFull);
+      throw new Error(FAILURES.memoryFull);
     }
     return { state: 'claimed' };
   }

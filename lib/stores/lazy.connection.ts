@@ -1,4 +1,4 @@
-import { STORE_ERRORS } from '../idempotency.messages.js';
+import { FAILURES } from '../idempotency.messages.js';
 
 /**
  * A connection (a pool, an open database) made on first use and shared by every caller. A failed
@@ -14,7 +14,7 @@ export class LazyConnection<T> {
   get(): Promise<T> {
     // Closed for good: a late caller (a release retried after shutdown) must not open a new pool
     // that nothing would ever close.
-    if (this.closed) return Promise.reject(new Error(STORE_ERRORS.closed));
+    if (this.closed) return Promise.reject(new Error(FAILURES.closed));
     this.pending ??= this.make().catch((err: unknown) => {
       this.pending = undefined;
       throw err;

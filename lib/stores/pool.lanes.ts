@@ -1,4 +1,4 @@
-import { STORE_ERRORS } from '../idempotency.messages.js';
+import { FAILURES } from '../idempotency.messages.js';
 
 /**
  * Which lane a statement waits in. `RENEWAL` is the urgent lane's front: the one statement that
@@ -62,7 +62,7 @@ export class PoolLanes {
       waiter.timer = setTimeout(() => {
         const at = this.normal.indexOf(waiter);
         if (at >= 0) this.normal.splice(at, 1);
-        reject(new Error(STORE_ERRORS.poolBusy(this.waitMs)));
+        reject(new Error(FAILURES.poolBusy(this.waitMs)));
       }, this.waitMs);
       waiter.timer.unref();
       this.normal.push(waiter);

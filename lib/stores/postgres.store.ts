@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { STORE_ERRORS } from '../idempotency.messages.js';
+import { FAILURES } from '../idempotency.messages.js';
 import type {
   ClaimOutcome,
   IdempotencyClaim,
@@ -87,7 +87,7 @@ export class PostgresStore implements IdempotencyStore {
       const record = await readRecordParts(this.executor(NORMAL), this.qualified(), key, row.version, row.record_size);
       if (record) return held({ ...row, record });
       // The record changed (expired, taken over) while its parts were read: decide again.
-      if (attempt >= PART_READ_ATTEMPTS) throw new Error(STORE_ERRORS.recordMoving);
+      if (attempt >= PART_READ_ATTEMPTS) throw new Error(FAILURES.recordMoving);
     }
   }
 

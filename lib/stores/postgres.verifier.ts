@@ -1,4 +1,4 @@
-import { STORE_ERRORS } from '../idempotency.messages.js';
+import { FAILURES } from '../idempotency.messages.js';
 import type { PostgresPoolLike } from './postgres-store.options.js';
 import { CLAIM_SUFFIX, derivedName, type PostgresNames } from './postgres.schema.js';
 
@@ -32,16 +32,16 @@ export async function verifyPostgresTable(pool: PostgresPoolLike, names: Postgre
   });
   const [found] = rows as { found: boolean; columns: Record<string, string>; keyed: boolean; claims: boolean }[];
   const problems: string[] = [];
-  if (!found.found) problems.push(STORE_ERRORS.noTable);
+  if (!found.found) problems.push(FAILURES.noTable);
   else {
     for (const [column, type] of Object.entries(POSTGRES_COLUMNS)) {
       const got = found.columns[column];
-      if (got !== type) problems.push(STORE_ERRORS.column(column, type, got));
+      if (got !== type) problems.push(FAILURES.column(column, type, got));
     }
-    if (!found.keyed) problems.push(STORE_ERRORS.noPrimaryKey);
+    if (!found.keyed) problems.push(FAILURES.noPrimaryKey);
   }
-  if (!found.claims) problems.push(STORE_ERRORS.noClaimFunction(claimFunction));
-  if (problems.length) throw new Error(STORE_ERRORS.schemaMismatch('PostgresStore', `"${schema}"."${table}"`, problems));
+  if (!found.claims) problems.push(FAILURES.noClaimFunction(claimFunction));
+  if (problems.length) throw new Error(FAILURES.schemaMismatch('PostgresStore', `"${schema}"."${table}"`, problems));
 }
 
 /** Two pods starting at once may both create the schema: a lost race is retried once the winner is done. */
@@ -51,7 +51,7 @@ export async function createPostgresSchema(pool: PostgresPoolLike, sql: string):
       await pool.query({ text: sql });
       return;
     } catch (err) {
-      if (attempt >= 3) throw new Error(STORE_ERRORS.postgresSchema((err as Error).message), { cause: err });
+      if (attempt >= 3) throw new Error(FAILURES.postgresSchema((err as Error).message), { cause: err });
       await new Promise((r) => setTimeout(r, 50 * attempt));
     }
   }

@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import type { Writable } from 'node:stream';
-import { LOGS, STORE_ERRORS } from '../idempotency.messages.js';
+import { LOGS, FAILURES } from '../idempotency.messages.js';
 import type {
   ClaimOutcome,
   IdempotencyClaim,
@@ -71,7 +71,7 @@ export class RedisStore implements IdempotencyStore {
     const sha1 = createHash('sha1').update(held).digest('hex');
     const now = await this.bounded(this.batched(client).nestjsIdempotencyTakeOverBuffer(key, sha1, value, claim.leaseMs));
     const after = now && decodeEntry(now);
-    if (now && !after) throw new Error(STORE_ERRORS.redisForeign);
+    if (now && !after) throw new Error(FAILURES.redisForeign);
     return after ?? { state: 'claimed' };
   }
 
@@ -186,6 +186,6 @@ export class RedisStore implements IdempotencyStore {
   }
 
   private bounded<T>(command: Promise<T>): Promise<T> {
-    return withTimeout(command, this.timeoutMs, () => new RedisTimeoutError(STORE_ERRORS.redisTimeout(this.timeoutMs)));
+    return withTimeout(command, this.timeoutMs, () => new RedisTimeoutError(FAILURES.redisTimeout(this.timeoutMs)));
   }
 }

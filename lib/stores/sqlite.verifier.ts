@@ -1,4 +1,4 @@
-import { STORE_ERRORS } from '../idempotency.messages.js';
+import { FAILURES } from '../idempotency.messages.js';
 import type { SqliteDatabaseLike } from './sqlite-store.options.js';
 
 /** The columns (and declared types) the store reads and writes. */
@@ -22,14 +22,14 @@ export function verifySqliteTable(db: SqliteDatabaseLike, table: string): void {
     pk: number;
   }[];
   const problems: string[] = [];
-  if (columns.length === 0) problems.push(STORE_ERRORS.noTable);
+  if (columns.length === 0) problems.push(FAILURES.noTable);
   else {
     const found = new Map(columns.map((c) => [c.name, c]));
     for (const [name, type] of Object.entries(SQLITE_COLUMNS)) {
       const got = found.get(name)?.type.toUpperCase();
-      if (got !== type) problems.push(STORE_ERRORS.column(name, type, got));
+      if (got !== type) problems.push(FAILURES.column(name, type, got));
     }
-    if (found.get('key')?.pk !== 1 || columns.some((c) => c.pk > 1)) problems.push(STORE_ERRORS.noPrimaryKey);
+    if (found.get('key')?.pk !== 1 || columns.some((c) => c.pk > 1)) problems.push(FAILURES.noPrimaryKey);
   }
-  if (problems.length) throw new Error(STORE_ERRORS.schemaMismatch('SqliteStore', `"${table}"`, problems));
+  if (problems.length) throw new Error(FAILURES.schemaMismatch('SqliteStore', `"${table}"`, problems));
 }

@@ -1,6 +1,6 @@
 import type { ClaimOutcome, HeldEntry, IdempotencyRecord } from '../interfaces/idempotency-store.interface.js';
 import type { StoredResponse } from '../interfaces/stored-response.interface.js';
-import { STORE_ERRORS } from '../idempotency.messages.js';
+import { FAILURES } from '../idempotency.messages.js';
 
 const CLAIM_TAG = 0x43; // 'C'
 const RECORD_TAG = 0x52; // 'R'
@@ -88,10 +88,10 @@ function formatOf(value: Buffer): number | undefined {
 function versioned(value: Buffer): HeldEntry | undefined {
   const format = formatOf(value);
   if (format === undefined || format < SEALED_FORMAT) return undefined;
-  if (format > RECORD_FORMAT) return { state: 'unreadable', reason: STORE_ERRORS.newerFormat(format, RECORD_FORMAT) };
+  if (format > RECORD_FORMAT) return { state: 'unreadable', reason: FAILURES.newerFormat(format, RECORD_FORMAT) };
   const start = value.indexOf(NL) + 1;
   const end = value.indexOf(NL, start);
-  if (end < 0) return { state: 'unreadable', reason: STORE_ERRORS.damagedSealed };
+  if (end < 0) return { state: 'unreadable', reason: FAILURES.damagedSealed };
   const record = {
     fingerprint: value.toString('latin1', start, end),
     response: SEALED_PLACEHOLDER,
@@ -109,7 +109,7 @@ export function readRecord(value: Buffer): HeldEntry {
   if (entry) return entry;
   // A damaged tag or head may stand for a charge all the same: unreadable, never a store failure.
   const record = value[0] === RECORD_TAG ? checkedRecord(value) : undefined;
-  return record ? { state: 'completed', record } : { state: 'unreadable', reason: STORE_ERRORS.damagedRecord };
+  return record ? { state: 'completed', record } : { state: 'unreadable', reason: FAILURES.damagedRecord };
 }
 
 /**

@@ -1,4 +1,4 @@
-import { STORE_ERRORS } from '../idempotency.messages.js';
+import { FAILURES } from '../idempotency.messages.js';
 import type { IdempotencyTransactions, SqlExecutor } from '../interfaces/idempotency-transactions.interface.js';
 
 /**
@@ -26,7 +26,7 @@ function rowsOf(result: unknown): unknown[] {
   if (Array.isArray(result)) return result;
   const rows = (result as { rows?: unknown } | null | undefined)?.rows;
   if (Array.isArray(rows)) return rows;
-  throw new Error(STORE_ERRORS.noRows);
+  throw new Error(FAILURES.noRows);
 }
 
 /**
