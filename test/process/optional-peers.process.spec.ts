@@ -15,7 +15,7 @@ const BLOCK = ['--import', './test/support/block-peers.mjs'];
  */
 const PEERS = [
   { name: 'ioredis', loaders: ['stores/redis.store.js'] },
-  { name: 'pg', loaders: ['stores/postgres.store.js'] },
+  { name: 'pg', loaders: ['stores/postgres.pool.js'] },
   { name: 'better-sqlite3', loaders: ['stores/sqlite.store.js'] },
   { name: 'nestjs-cls', loaders: [] },
   { name: '@nestjs-cls/transactional', loaders: [] },
