@@ -54,6 +54,7 @@ import '../unit/cls.transactions.spec.js';
 import '../redis/redis-cache.redis.spec.js';
 import '../unit/sql.sweeper.spec.js';
 import '../unit/timeout.util.spec.js';
+import '../unit/store-helpers.spec.js';
 import '../sqlite/sqlite-store.sqlite.spec.js';
 import '../postgres/postgres-store.postgres.spec.js';
 import '../postgres/transactional.postgres.spec.js';

@@ -188,6 +188,26 @@ describePg('PostgresStore', () => {
     expect(Number(rows[0].n)).toBe(10);
   });
 
+  it('a sweep runs as many DELETE batches as it needs, ten at most; closing leaves the application pool open', async () => {
+    const url = await database();
+    const p = counted(pool(url));
+    const store = new PostgresStore({ pool: p, sweepIntervalMs: 0 });
+    await store.open();
+    await p.query({
+      text: `INSERT INTO idempotency_records (key, fingerprint, state, owner, expires_at)
+       SELECT 'expired-' || i, 'fp', 1, NULL, clock_timestamp() - interval '1 second' FROM generate_series(1, 10500) i`,
+    });
+    p.count = 0;
+    expect(await store.sweep()).toBe(10_000);
+    expect(p.count).toBe(10);
+    p.count = 0;
+    expect(await store.sweep()).toBe(500);
+    expect(p.count).toBe(1);
+    await store.close();
+    const { rows } = await p.query({ text: 'SELECT 1 AS one' });
+    expect(rows).toEqual([{ one: 1 }]);
+  });
+
   it('uses the database clock, never the pod clock', async () => {
     const store = await ownStore({ sweepIntervalMs: 0 });
     // A pod whose clock is years behind: times taken from it would have expired long ago.

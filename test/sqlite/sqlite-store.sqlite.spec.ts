@@ -122,6 +122,25 @@ describe('SqliteStore', () => {
     expect(await s.sweep()).toBe(2500);
   });
 
+  it('a sweep runs as many batches as it needs (one read of the clock each), and ten at most', async () => {
+    let now = 0;
+    let reads = 0;
+    const database = new Database(':memory:');
+    const s = store({ database, now: () => (reads++, now), sweepIntervalMs: 0 });
+    await s.open();
+    const insert = database.prepare(`INSERT INTO idempotency_records VALUES (?, 'fp', 1, NULL, 10, NULL)`);
+    database.transaction(() => {
+      for (let i = 0; i < 10_500; i++) insert.run(`k${i}`);
+    })();
+    now = 100;
+    reads = 0;
+    expect(await s.sweep()).toBe(10_000);
+    expect(reads).toBe(10);
+    reads = 0;
+    expect(await s.sweep()).toBe(500);
+    expect(reads).toBe(1);
+  });
+
   it("keeps the application's lock wait on the application's connection, before and after its own statements", async () => {
     const database = new Database(join(dir, 'lent.db'));
     database.pragma('busy_timeout = 5000');
