@@ -25,8 +25,6 @@ export function resolveRedisOptions(given: RedisStoreOptions | RedisCacheOptions
     }
     const { url, client, commandTimeoutMs, redisOptions } = given;
     options = { url, client, commandTimeoutMs, redisOptions };
-    if (url === undefined) delete options.url;
-    if (client === undefined) delete options.client;
   }
   if (options === null || typeof options !== 'object') fail(where, CONFIG_ERRORS.notAnObject);
   refuseUnknownKeys(where, options, OPTION_KEYS, undefined);
