@@ -12,6 +12,7 @@ import '../unit/route-options.resolver.spec.js';
 import '../unit/store-value.codec.spec.js';
 import '../unit/response.recorder.spec.js';
 import '../unit/response.writer.spec.js';
+import '../unit/handler.run.spec.js';
 import '../unit/value.renderer.spec.js';
 import '../unit/idempotency.answers.spec.js';
 import '../unit/idempotency.filter.spec.js';

@@ -8,6 +8,7 @@ import { createRequire } from 'node:module';
 import pg from 'pg';
 import { DataSource, type MigrationInterface, type QueryRunner } from 'typeorm';
 import { type PostgresPoolLike, PostgresStore } from '../../lib/index.js';
+import { encodeRecord } from '../../lib/stores/store-value.codec.js';
 import { FaultProxy } from '../support/fault-proxy.js';
 import { PostgresServer, postgresAvailable } from '../support/postgres-server.js';
 import { sampleRecord, storeContract } from '../support/store-contract.js';
@@ -386,6 +387,79 @@ describePg('PostgresStore', () => {
       await proxy.close();
     }
   });
+
+  /** A record whose stored value is exactly `bytes` long. */
+  const recordOf = (bytes: number, fill = 7) => {
+    const head = encodeRecord({ fingerprint: 'fp', response: { status: 200, headers: {}, body: Buffer.alloc(0) } }).length;
+    return { fingerprint: 'fp', response: { status: 200, headers: {}, body: Buffer.alloc(bytes - head, fill) } };
+  };
+
+  it('commits a record over 1 MiB on a connection of its own, timed for its size; one of 1 MiB, or a pool without connect(), on the pool', async () => {
+    const url = await database();
+    const inner = pool(url);
+    const sizedStatements: string[] = [];
+    const app: PostgresPoolLike = {
+      query: (config) => inner.query(config) as never,
+      connect: async () => {
+        const client = await inner.connect();
+        return {
+          query: (config: { text: string }) => {
+            sizedStatements.push(config.text.split('\n')[0]);
+            return client.query(config);
+          },
+          release: (err?: Error | boolean) => client.release(err),
+        };
+      },
+      end: () => Promise.resolve(),
+      on: (event, listener) => inner.on(event, listener),
+    };
+    const store = new PostgresStore({ pool: app, statementTimeoutMs: 2_000 });
+    stores.push(store);
+    const limit = 1 << 20;
+    await store.claim('at-limit', claim('a'));
+    expect(await store.commit('at-limit', 'a', recordOf(limit), 5_000)).toBe(true);
+    expect(sizedStatements).toEqual([]);
+    await store.claim('over', claim('a'));
+    expect(await store.commit('over', 'a', recordOf(limit + 1), 5_000)).toBe(true);
+    // 2 000 ms and 1 048 577 bytes at 8 000 bytes per ms.
+    expect(sizedStatements).toEqual(['SET statement_timeout = 2132', expect.stringContaining('WITH done AS'), 'RESET statement_timeout']);
+    const without = new PostgresStore({ pool: counted(pool(url)) });
+    stores.push(without);
+    await without.claim('no-connect', claim('a'));
+    expect(await without.commit('no-connect', 'a', recordOf(limit + 1, 9), 5_000)).toBe(true);
+    const replay = await store.claim('no-connect', claim('b'));
+    expect(replay.state === 'completed' && replay.record.response.body.equals(recordOf(limit + 1, 9).response.body)).toBe(true);
+  }, 30_000);
+
+  it('reads a large record again when its row changed between the claim and its parts; one that keeps changing fails after three', async () => {
+    const url = await database();
+    const inner = pool(url);
+    let moves = 0;
+    const moving: PostgresPoolLike = {
+      query: async (config: { text: string; values?: unknown[] }) => {
+        if (moves > 0 && config.text.includes('substring(record')) {
+          moves--;
+          // Another pod's statement between the claim and the part read: a new row version.
+          await inner.query('UPDATE idempotency_records SET expires_at = expires_at WHERE key = $1', [config.values![0]]);
+        }
+        return inner.query(config) as never;
+      },
+      end: () => Promise.resolve(),
+      on: (event, listener) => inner.on(event, listener),
+    };
+    const store = new PostgresStore({ pool: moving });
+    stores.push(store);
+    const large = recordOf(3 << 20, 5);
+    await store.claim('large', claim('a'));
+    expect(await store.commit('large', 'a', large, 60_000)).toBe(true);
+    moves = 2;
+    const read = await store.claim('large', claim('b'));
+    expect(read.state === 'completed' && read.record.response.body.equals(large.response.body)).toBe(true);
+    expect(moves).toBe(0);
+    moves = 3;
+    await expect(store.claim('large', claim('c'))).rejects.toThrow('the large record of the key changed each time it was read');
+    expect(moves).toBe(0);
+  }, 30_000);
 
   it('survives a server restart and terminated connections without a restart of its own', async () => {
     const own = await PostgresServer.start({ ownServer: true });

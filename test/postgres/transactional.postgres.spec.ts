@@ -15,7 +15,9 @@ import {
   Sse,
   StreamableFile,
 } from '@nestjs/common';
+import fastifyCompress from '@fastify/compress';
 import { APP_INTERCEPTOR } from '@nestjs/core';
+import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import pg from 'pg';
 import { catchError, delay, last, map, mergeMap, NEVER, type Observable, throwError, timeout, TimeoutError } from 'rxjs';
 import {
@@ -120,6 +122,14 @@ class HungInterceptor implements NestInterceptor {
   }
 }
 
+/** Sends the handler's value as a stream: the response is written in parts and never reaches end() whole. */
+@Injectable()
+class StreamingInterceptor implements NestInterceptor {
+  intercept(_: ExecutionContext, next: CallHandler): Observable<unknown> {
+    return next.handle().pipe(map((value) => new StreamableFile(Buffer.from(JSON.stringify(value)))));
+  }
+}
+
 /** A global timeout, shorter than a slow handler. */
 @Injectable()
 class TimeoutInterceptor implements NestInterceptor {
@@ -179,20 +189,24 @@ describePg('@Idempotent({ transactional: true }) on PostgreSQL', () => {
   async function app(
     adapter: AdapterName,
     options: IdempotencyModuleOptions = {},
-    extra: { interceptors?: (new () => NestInterceptor)[] } = {},
+    extra: { interceptors?: (new () => NestInterceptor)[]; configure?: (app: INestApplication) => void } = {},
   ): Promise<{ base: string; tx: PgTransactions; nest: INestApplication }> {
     behaviour.delayMs = 0;
     const tx = options.transactions instanceof PgTransactions ? options.transactions : new PgTransactions(pool);
-    const nest = await start(adapter, {
-      imports: [
-        IdempotencyModule.forRoot({ store: new PostgresStore({ pool, sweepIntervalMs: 0 }), ...options, transactions: tx }),
-      ],
-      controllers: [ChargesController],
-      providers: [
-        { provide: PgTransactions, useValue: tx },
-        ...(extra.interceptors ?? []).map((useClass) => ({ provide: APP_INTERCEPTOR, useClass })),
-      ],
-    });
+    const nest = await start(
+      adapter,
+      {
+        imports: [
+          IdempotencyModule.forRoot({ store: new PostgresStore({ pool, sweepIntervalMs: 0 }), ...options, transactions: tx }),
+        ],
+        controllers: [ChargesController],
+        providers: [
+          { provide: PgTransactions, useValue: tx },
+          ...(extra.interceptors ?? []).map((useClass) => ({ provide: APP_INTERCEPTOR, useClass })),
+        ],
+      },
+      { configure: extra.configure },
+    );
     return { base: await listen(nest), tx, nest };
   }
 
@@ -454,6 +468,54 @@ describePg('@Idempotent({ transactional: true }) on PostgreSQL', () => {
       );
     });
 
+    it('a response that reaches end() late but within the lease commits: the deadline is the lease, not the handler', async () => {
+      const { base } = await app(adapter, { transactionTimeoutMs: 10_000 }, { interceptors: [LateInterceptor] });
+      expect((await charge(base, key('late-in-lease'))).status).toBe(201);
+      expect(await rows(key('late-in-lease'))).toBe(1);
+    });
+
+    it("an outer layer that streams the handler's value: the value is committed with the writes, and a retry gets it as JSON", async () => {
+      const { base } = await app(adapter, { transactionTimeoutMs: 5_000 }, { interceptors: [StreamingInterceptor] });
+      const first = await charge(base, key('streamed'));
+      expect(first.status).toBe(201);
+      // A stream goes out as it is written: COMMIT may answer after the client has read it all.
+      await until(async () => (await rows(key('streamed'))) === 1);
+      const again = await charge(base, key('streamed'));
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect(JSON.parse(again.text)).toEqual(JSON.parse(first.text));
+    });
+
+    it("the transaction's connection dies while the handler runs: the completion fails, rolled back, 503, the key freed", async () => {
+      const events: IdempotencyEvent[] = [];
+      const { base } = await app(adapter, { events: (e) => void events.push(e) });
+      behaviour.delayMs = 1_000;
+      const answer = charge(base, key('conn-died'));
+      const backend = async () =>
+        (
+          await pool.query<{ pid: number }>(
+            "SELECT pid FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' AND query LIKE 'INSERT INTO charges%'",
+          )
+        ).rows[0]?.pid;
+      await until(async () => (await backend()) !== undefined);
+      await pool.query('SELECT pg_terminate_backend($1)', [await backend()]);
+      const died = await answer;
+      expect(died.status).toBe(503);
+      await until(() => events.length === 1);
+      expect(events.map((e) => [e.outcome, e.status, e.code])).toEqual([['released', 503, 'not-committed']]);
+      expect(await record(key('conn-died'))).toBeUndefined();
+      expect((await charge(base, key('conn-died'))).status).toBe(201);
+    });
+
+    it('a transactions port that fails COMMIT with no error at all (undefined): still a 503, never the success', async () => {
+      const { base, tx } = await app(adapter);
+      // A rejection carrying nothing, as a hand-written port can produce.
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- the point of the test
+      tx.beforeCommit = () => Promise.reject(undefined);
+      const answer = await charge(base, key('no-error'));
+      expect(answer.status).toBe(503);
+      expect(JSON.parse(answer.text)).toEqual({ error: expect.stringContaining('could not be committed') });
+    });
+
     it('a returned 4xx is committed with the writes and replayed', async () => {
       const { base } = await app(adapter);
       const declined = await charge(base, key('declined'), { amount: 100, outcome: 'decline' });
@@ -555,6 +617,29 @@ describePg('@Idempotent({ transactional: true }) on PostgreSQL', () => {
       expect(await record(key('stream'))).toBeUndefined();
       expect(logs.errors).toHaveBeenCalledWith(expect.stringContaining('a transactional handler returned a stream'));
     });
+  });
+
+  it('Fastify with @fastify/compress: the identity representation is committed; each retry gets the encoding it asks for', async () => {
+    const { base } = await app(
+      'fastify',
+      {},
+      { configure: (a) => void (a as NestFastifyApplication).register(fastifyCompress, { threshold: 0 }) },
+    );
+    const send = (encoding: string) =>
+      fetch(`${base}/charges`, {
+        method: 'POST',
+        headers: { 'idempotency-key': 'compressed', 'content-type': 'application/json', 'accept-encoding': encoding },
+        body: JSON.stringify({ amount: 100 }),
+      });
+    const first = await send('gzip');
+    expect(first.status).toBe(201);
+    expect(first.headers.get('content-encoding')).toBe('gzip');
+    const body = await first.text();
+    expect(await rows('compressed')).toBe(1);
+    const identity = await send('identity');
+    expect(identity.headers.get('idempotent-replayed')).toBe('true');
+    expect(identity.headers.get('content-encoding')).toBeNull();
+    expect(await identity.text()).toBe(body);
   });
 
   describe('bootstrap refusals', () => {

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it, jest } from '@jest/globals';
 import Database from 'better-sqlite3';
 import { PostgresStore, SqliteStore } from '../../lib/index.js';
 import type { PostgresPoolLike } from '../../lib/stores/postgres-store.options.js';
+import { onSizedConnection, readRecordParts } from '../../lib/stores/postgres.large-records.js';
 import { createPostgresSchema } from '../../lib/stores/postgres.verifier.js';
 import { whileBusy } from '../../lib/stores/sqlite.locks.js';
 import { verifySqliteTable } from '../../lib/stores/sqlite.verifier.js';
@@ -136,5 +137,75 @@ describe('the SQL stores check their options when constructed', () => {
     expect(() => new SqliteStore({ filename: ':memory:', busyTimeoutMs: -1 })).toThrow(
       'SqliteStore: busyTimeoutMs must be an integer from 0 to 2147483647, got -1',
     );
+  });
+});
+
+describe('PostgreSQL large records: the sized connection and the part reads', () => {
+  /** A pool whose one client records what it is sent, failing the statement that contains `failOn`. */
+  const sizedPool = (failOn?: string) => {
+    const sent: { text: string; values?: unknown[]; query_timeout?: number }[] = [];
+    const released: unknown[] = [];
+    const client = {
+      query: async (config: { text: string; values?: unknown[]; query_timeout?: number }) => {
+        sent.push(config);
+        if (failOn && config.text.includes(failOn)) throw new Error(`refused: ${failOn}`);
+        return { rows: [{ answered: config.text }] };
+      },
+      release: (err?: unknown) => void released.push(err),
+    };
+    const pool = { query: async () => ({ rows: [] }), connect: async () => client } as unknown as PostgresPoolLike;
+    return { pool, sent, released };
+  };
+
+  it('scales the statement timeout to the size (8 MB/s), bounds the client slackMs later, resets it and returns the client', async () => {
+    const { pool, sent, released } = sizedPool();
+    const rows = await onSizedConnection(pool, 1_000, 500, 80_001, (sql) => sql.query('INSERT big', [1]));
+    expect(rows).toEqual([{ answered: 'INSERT big' }]);
+    expect(sent).toEqual([
+      { text: 'SET statement_timeout = 1011' },
+      { text: 'INSERT big', values: [1], query_timeout: 1511 },
+      { text: 'RESET statement_timeout' },
+    ]);
+    expect(released).toEqual([undefined]);
+  });
+
+  it('never returns a connection whose timeout may still be the long one: a failed statement destroys it', async () => {
+    const { pool, sent, released } = sizedPool('INSERT');
+    await expect(onSizedConnection(pool, 1_000, 500, 10, (sql) => sql.query('INSERT big'))).rejects.toThrow('refused: INSERT');
+    expect(sent.map((s) => s.text)).toEqual(['SET statement_timeout = 1001', 'INSERT big']);
+    expect(released).toEqual([expect.objectContaining({ message: 'refused: INSERT' })]);
+  });
+
+  /** An executor answering each part read with the next of `answers` (a row or none), recording the parameters. */
+  const partReader = (...answers: (Buffer | undefined)[]) => {
+    const asked: unknown[][] = [];
+    const sql = {
+      query: async (text: string, values?: unknown[]) => {
+        expect(text).toContain('xmin::text = $4');
+        asked.push(values ?? []);
+        const part = answers.shift();
+        return part ? [{ part }] : [];
+      },
+    };
+    return { sql, asked };
+  };
+
+  it('reads a record in parts of 1 MiB of its row version, no part past the end', async () => {
+    const mib = 1 << 20;
+    const first = Buffer.alloc(mib, 1);
+    const second = Buffer.alloc(mib, 2);
+    const { sql, asked } = partReader(first, second, Buffer.alloc(0));
+    const record = await readRecordParts(sql, '"t"', 'k', '42', 2 * mib);
+    expect(record?.equals(Buffer.concat([first, second]))).toBe(true);
+    expect(asked).toEqual([
+      ['k', 1, mib, '42'],
+      ['k', mib + 1, mib, '42'],
+    ]);
+  });
+
+  it('is undefined when the row changed between two parts', async () => {
+    const { sql, asked } = partReader(Buffer.alloc(1 << 20), undefined);
+    await expect(readRecordParts(sql, '"t"', 'k', '42', (1 << 20) + 1)).resolves.toBeUndefined();
+    expect(asked).toHaveLength(2);
   });
 });
