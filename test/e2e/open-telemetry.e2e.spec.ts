@@ -14,7 +14,7 @@ import {
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { type INestApplication, type MiddlewareConsumer, Module, type NestModule } from '@nestjs/common';
 import request from 'supertest';
-import { IdempotencyModule } from '../../lib/index.js';
+import { IdempotencyModule, InMemoryStore } from '../../lib/index.js';
 import { ADAPTERS, useApps } from '../support/app.js';
 import { Gate, Runs, TestController } from '../support/fixtures.js';
 import { spyOnLogger } from '../support/logger.js';
@@ -130,6 +130,23 @@ describe.each(ADAPTERS)('OpenTelemetry on %s', (adapter) => {
       ['replayed', true],
       ['released', false],
     ]);
+  });
+
+  it('times a failed claim under its operation, with error.type from the driver code, and answers 503', async () => {
+    class DownStore extends InMemoryStore {
+      override claim(): Promise<never> {
+        return Promise.reject(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }));
+      }
+    }
+    app = await start(adapter, { imports: [IdempotencyModule.forRoot({ store: new DownStore() }), TracedModule] });
+    await collected();
+    expect((await post(newKey())).status).toBe(503);
+    const seconds = (await collected()).find(
+      (m) => m.descriptor.name === 'idempotency.store.operation.duration',
+    ) as HistogramMetricData;
+    expect(
+      seconds.dataPoints.map((p) => [p.attributes['idempotency.store.operation'], p.attributes['error.type'], p.value.count]),
+    ).toEqual([['claim', 'ECONNREFUSED', 1]]);
   });
 
   it('records nothing with openTelemetry: false', async () => {

@@ -12,7 +12,7 @@ import { encodeRecord } from '../../lib/stores/store-value.codec.js';
 import { FaultProxy } from '../support/fault-proxy.js';
 import { PostgresServer, postgresAvailable } from '../support/postgres-server.js';
 import { sampleRecord, storeContract } from '../support/store-contract.js';
-import { sleep } from '../support/timing.js';
+import { sleep, until } from '../support/timing.js';
 
 const describePg = postgresAvailable('PostgreSQL store suite') ? describe : describe.skip;
 
@@ -207,6 +207,18 @@ describePg('PostgresStore', () => {
     await store.close();
     const { rows } = await p.query({ text: 'SELECT 1 AS one' });
     expect(rows).toEqual([{ one: 1 }]);
+  });
+
+  it('closing ends the pool it created: no connection of its database is left', async () => {
+    const url = await database();
+    const name = new URL(url).pathname.slice(1);
+    const store = new PostgresStore({ connectionString: url, sweepIntervalMs: 0 });
+    await store.claim('k', claim('a'));
+    const connections = async () =>
+      (await server.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1', [name]))[0].n;
+    expect(await connections()).toBeGreaterThan(0);
+    await store.close();
+    await until(async () => (await connections()) === 0);
   });
 
   it('uses the database clock, never the pod clock', async () => {
@@ -422,7 +434,11 @@ describePg('PostgresStore', () => {
     await store.claim('over', claim('a'));
     expect(await store.commit('over', 'a', recordOf(limit + 1), 5_000)).toBe(true);
     // 2 000 ms and 1 048 577 bytes at 8 000 bytes per ms.
-    expect(sizedStatements).toEqual(['SET statement_timeout = 2132', expect.stringContaining('WITH done AS'), 'RESET statement_timeout']);
+    expect(sizedStatements).toEqual([
+      'SET statement_timeout = 2132',
+      expect.stringContaining('WITH done AS'),
+      'RESET statement_timeout',
+    ]);
     const without = new PostgresStore({ pool: counted(pool(url)) });
     stores.push(without);
     await without.claim('no-connect', claim('a'));

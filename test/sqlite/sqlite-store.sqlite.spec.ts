@@ -1,10 +1,11 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
 import Database from 'better-sqlite3';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type IdempotencyStore, SqliteStore } from '../../lib/index.js';
 import { sampleRecord, storeContract } from '../support/store-contract.js';
+import { until } from '../support/timing.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'idem-sqlite-'));
 const opened: SqliteStore[] = [];
@@ -113,6 +114,17 @@ describe('SqliteStore', () => {
     expect(await s.sweep()).toBe(2);
   });
 
+  it('sweeps by itself every sweepIntervalMs', async () => {
+    let now = 1_000_000;
+    const database = new Database(':memory:');
+    const s = store({ database, now: () => now, sweepIntervalMs: 20 });
+    expect(await s.claim('old', claim('a', 100))).toEqual({ state: 'claimed' });
+    now += 1_000;
+    const count = () => (database.prepare('SELECT count(*) AS n FROM idempotency_records').get() as { n: number }).n;
+    await until(() => count() === 0);
+    await s.close();
+  });
+
   it('sweeps in batches of 1000', async () => {
     let now = 0;
     const database = new Database(':memory:');
@@ -192,7 +204,10 @@ describe('SqliteStore', () => {
     expect(database.open).toBe(true);
     const own = new SqliteStore({ filename: join(dir, 'own.db') });
     await own.claim('k', claim('a'));
+    expect(existsSync(join(dir, 'own.db-wal'))).toBe(true);
     await own.close();
+    // The last connection to a WAL file checkpoints it and removes the log as it closes.
+    expect(existsSync(join(dir, 'own.db-wal'))).toBe(false);
     await own.close();
     // Closed for good: a late call (a release retried after shutdown) opens nothing again.
     const late = await own.claim('k', claim('b')).then(
