@@ -66,7 +66,7 @@ export class IdentityResolverLoader {
    * Instantiates a resolver class ahead of the first request, so a missing dependency fails at
    * startup with a sentence naming the route and the option, not Nest's DI text.
    */
-  async prepare(identity: IdempotencyIdentity | undefined, where = '@Idempotent()'): Promise<void> {
+  async prepare(identity: IdempotencyIdentity | undefined, where: string): Promise<void> {
     if (!identity || !isResolverClass(identity)) return;
     try {
       await this.load(identity);

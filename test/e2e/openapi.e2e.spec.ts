@@ -65,6 +65,12 @@ class DocumentedController {
     return {};
   }
 
+  @Put('replace/:id')
+  @Idempotent()
+  replace() {
+    return {};
+  }
+
   @Post('plain')
   plain() {
     return {};
@@ -303,6 +309,10 @@ describe.each(ADAPTERS)('OpenAPI document on %s', (adapter) => {
     const ranged = doc.paths['/ranged'].post!.responses;
     expect(Object.keys(ranged).sort()).toEqual(['2XX', '400', '409', '422', '503']);
     expect(ranged['2XX']).toEqual({ description: 'Done.', headers: { 'Idempotent-Replayed': REPLAYED } });
+    // Undeclared, the success is the one Nest answers: 201 for POST, 200 for any other method.
+    const replace = doc.paths['/replace/{id}'].put!.responses;
+    expect(Object.keys(replace).sort()).toEqual(['200', '400', '409', '422', '503']);
+    expect(replace[200]).toEqual({ description: '', headers: { 'Idempotent-Replayed': REPLAYED } });
   });
 
   it('adds nothing with openApi: false, also after another application documented the same controller', async () => {

@@ -28,7 +28,11 @@ function runOn(adapter: Adapter, holdBack?: boolean) {
 /** Runs a handler that emits `value` and completes. */
 function handle(run: HandlerRun, value: unknown): void {
   new Observable((subscriber) =>
-    run.subscribe({ handle: () => of(value) }, subscriber, { stream: () => true, error: () => undefined, complete: () => undefined }),
+    run.subscribe({ handle: () => of(value) }, subscriber, {
+      stream: () => true,
+      error: () => undefined,
+      complete: () => undefined,
+    }),
   ).subscribe();
 }
 

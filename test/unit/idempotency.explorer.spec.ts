@@ -171,8 +171,10 @@ describe('IdempotencyExplorer', () => {
       get: () => {
         throw new Error('unknown');
       },
-      create: () => Promise.reject(new Error('missing dependency')),
+      create: () => Promise.reject(missing),
     };
-    await expect(explore([NeedsResolver], moduleRef as never)).rejects.toThrow('missing dependency');
+    const missing = new Error('missing dependency');
+    const failure = await explore([NeedsResolver], moduleRef as never).catch((err: Error) => err);
+    expect(failure).toMatchObject({ message: expect.stringContaining('missing dependency'), cause: missing });
   });
 });

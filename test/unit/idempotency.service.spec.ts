@@ -326,7 +326,7 @@ describe('IdempotencyService.begin: the identity scope', () => {
     }
     const get = jest.fn((_type: unknown, _options: unknown) => new Resolver('got'));
     const { store, begin, identities } = setup({}, { get: get as never });
-    await identities.prepare(Resolver);
+    await identities.prepare(Resolver, 'test');
     await begin(request('k1'), context, route({ identity: Resolver }));
     await begin(request('k2'), context, route({ identity: Resolver }));
     expect(get).toHaveBeenCalledTimes(1);
@@ -351,8 +351,8 @@ describe('IdempotencyService.begin: the identity scope', () => {
   it('prepareIdentity leaves functions and no identity alone', async () => {
     const get = jest.fn();
     const { identities } = setup({}, { get: get as never });
-    await identities.prepare(undefined);
-    await identities.prepare(() => 'x');
+    await identities.prepare(undefined, 'test');
+    await identities.prepare(() => 'x', 'test');
     expect(get).not.toHaveBeenCalled();
   });
 });

@@ -171,7 +171,9 @@ describe('PostgreSQL large records: the sized connection and the part reads', ()
 
   it('never returns a connection whose timeout may still be the long one: a failed statement destroys it', async () => {
     const { pool, sent, released } = sizedPool('INSERT');
-    await expect(onSizedConnection(pool, 1_000, 500, 10, (sql) => sql.query('INSERT big'))).rejects.toThrow('refused: INSERT');
+    await expect(onSizedConnection(pool, 1_000, 500, 10, (sql) => sql.query('INSERT big', []))).rejects.toThrow(
+      'refused: INSERT',
+    );
     expect(sent.map((s) => s.text)).toEqual(['SET statement_timeout = 1001', 'INSERT big']);
     expect(released).toEqual([expect.objectContaining({ message: 'refused: INSERT' })]);
   });
