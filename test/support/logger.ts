@@ -19,8 +19,14 @@ export function spyOnLogger(): LoggerSpies {
     spies.warnings = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
   });
   afterEach(() => {
+    // Nest's Logger prints its context in brackets, and operators filter on it: a warning or an
+    // error without one (this package logs as Idempotency, or as the store's class) is a defect.
+    const unnamed = [spies.errors, spies.warnings]
+      .flatMap((spy) => spy.mock.calls.map((args, i) => ({ args, logger: spy.mock.contexts[i] as { context?: string } })))
+      .filter((call) => !call.logger?.context);
     jest.restoreAllMocks();
     jest.useRealTimers();
+    if (unnamed.length > 0) throw new Error(`logged without a context: ${String(unnamed[0].args[0])}`);
   });
   return spies;
 }
