@@ -14,7 +14,7 @@ import {
 import { CONFIG_ERRORS } from './idempotency.messages.js';
 import { IdentityResolverLoader } from './identity-resolver.loader.js';
 import { findIdempotentHandlers, servedBy } from './idempotent-handlers.finder.js';
-import { RouteOptionsAccessor } from './route-options.accessor.js';
+import { RouteOptionsRegistry } from './route-options.registry.js';
 
 /**
  * Checks every `@Idempotent()` handler at bootstrap: its options, its identity resolver, and that
@@ -27,7 +27,7 @@ export class IdempotencyExplorer implements OnModuleInit {
     @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
     private readonly discovery: DiscoveryService,
     private readonly scanner: MetadataScanner,
-    private readonly routes: RouteOptionsAccessor,
+    private readonly routes: RouteOptionsRegistry,
     private readonly identities: IdentityResolverLoader,
   ) {}
 
@@ -40,7 +40,7 @@ export class IdempotencyExplorer implements OnModuleInit {
       servedBy(this.options),
     )) {
       this.refuseUnreplayable(where, type, name, handler);
-      const route = this.routes.get(type, handler, where);
+      const route = this.routes.resolve(type, handler, where);
       // A stream is never stored. Only a declared return type shows here (an async method's is
       // Promise): a stream returned at run time frees the key (or, transactional, is rolled back).
       if (Reflect.getMetadata('design:returntype', type.prototype, name) === StreamableFile) {

@@ -14,7 +14,7 @@ import type { ActiveClaim } from './interfaces/active-claim.interface.js';
 import type { StoredResponse } from './interfaces/stored-response.interface.js';
 import { LeaseRenewer } from './lease.renewer.js';
 import { RequestFingerprinter } from './request.fingerprinter.js';
-import { RouteOptionsAccessor } from './route-options.accessor.js';
+import { RouteOptionsRegistry } from './route-options.registry.js';
 import { TransactionRunner } from './transaction.runner.js';
 
 /** A 400 for the key itself: a key that is missing or invalid is not echoed. */
@@ -42,7 +42,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   constructor(
     private readonly service: IdempotencyService,
-    private readonly routes: RouteOptionsAccessor,
+    private readonly routes: RouteOptionsRegistry,
     private readonly leases: LeaseRenewer,
     private readonly transactions: TransactionRunner,
     identities: IdentityResolverLoader,
@@ -58,7 +58,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     // An @All() route also serves safe methods, which have nothing to deduplicate.
     if (SAFE_METHODS.has(request.method)) return next.handle();
     const response = http.getResponse<object>();
-    const route = this.routes.get(context.getClass(), context.getHandler());
+    const route = this.routes.resolve(context.getClass(), context.getHandler());
     const { options } = this.service;
     const call = new HttpContext(request, context, response, this.readers);
     let claim: ActiveClaim | undefined;

@@ -34,7 +34,7 @@ import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.i
 import { LeaseRenewer } from './lease.renewer.js';
 import { OpenApiExplorer } from './openapi/openapi.explorer.js';
 import { resolveModuleOptions } from './options/module-options.resolver.js';
-import { RouteOptionsAccessor } from './route-options.accessor.js';
+import { RouteOptionsRegistry } from './route-options.registry.js';
 import { TransactionRunner } from './transaction.runner.js';
 import { InMemoryStore } from './stores/in-memory.store.js';
 
@@ -64,13 +64,13 @@ const openApiExplorer: Provider = {
     options: ResolvedIdempotencyOptions,
     discovery: DiscoveryService,
     scanner: MetadataScanner,
-    routes: RouteOptionsAccessor,
+    routes: RouteOptionsRegistry,
   ) => {
     const explorer = new OpenApiExplorer(options, discovery, scanner, routes);
     await explorer.explore();
     return explorer;
   },
-  inject: [IDEMPOTENCY_MODULE_OPTIONS, DiscoveryService, MetadataScanner, RouteOptionsAccessor],
+  inject: [IDEMPOTENCY_MODULE_OPTIONS, DiscoveryService, MetadataScanner, RouteOptionsRegistry],
 };
 
 const PROVIDERS = [
@@ -80,7 +80,7 @@ const PROVIDERS = [
   IdempotencyObserver,
   OutcomeReporter,
   IdempotencyService,
-  RouteOptionsAccessor,
+  RouteOptionsRegistry,
   IdentityResolverLoader,
   RequestFingerprinter,
   RecordBuilder,
@@ -101,7 +101,7 @@ const EXPORTS = [
   IdempotencyHealthIndicator,
   IdempotencyObserver,
   IdempotencyService,
-  RouteOptionsAccessor,
+  RouteOptionsRegistry,
   IdentityResolverLoader,
   RequestFingerprinter,
   LeaseRenewer,

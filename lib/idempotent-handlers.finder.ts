@@ -1,6 +1,6 @@
 import type { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
-import type { RouteOptionsAccessor } from './route-options.accessor.js';
+import type { RouteOptionsRegistry } from './route-options.registry.js';
 
 /** The parts of Nest's `Module` (an `InstanceWrapper`'s host) the lookup reads. */
 export interface HostModule {
@@ -59,7 +59,7 @@ export function servedBy(options: object): (host: HostModule | undefined) => boo
 export function findIdempotentHandlers(
   discovery: DiscoveryService,
   scanner: MetadataScanner,
-  routes: RouteOptionsAccessor,
+  routes: RouteOptionsRegistry,
   serves: (host: HostModule | undefined) => boolean = () => true,
 ): IdempotentHandler[] {
   const found: IdempotentHandler[] = [];

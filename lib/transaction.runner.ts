@@ -3,7 +3,7 @@ import { Observable } from 'rxjs';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
 import { HandlerRun, responseStart } from './http/handler.run.js';
 import { errorResponse } from './exceptions/error.response.js';
-import { answer } from './http/idempotency.answers.js';
+import { writeAnswer } from './http/answer.writer.js';
 import { IdempotencyObserver } from './events/idempotency.observer.js';
 import { OutcomeReporter } from './events/outcome.reporter.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
@@ -143,7 +143,7 @@ export class TransactionRunner {
             // The handler's own statement lost a serialization conflict or a deadlock: retryable.
             run.stop();
             const answered = IdempotencyException.of('not-committed', MESSAGES.notCommitted);
-            answer(response, answered, this.options);
+            writeAnswer(response, answered, this.options);
             subscriber.error(answered);
           } else if (handlerError) {
             run.stop();
@@ -152,7 +152,7 @@ export class TransactionRunner {
             run.detached = true; // no handler ran: nothing to wait for once the error is out
             run.stop();
             const answered = unavailable();
-            answer(response, answered, this.options);
+            writeAnswer(response, answered, this.options);
             subscriber.error(answered);
           }
           return instead;

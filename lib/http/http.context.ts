@@ -3,7 +3,7 @@ import { IdempotencyException } from '../exceptions/idempotency.exception.js';
 import { MESSAGES } from '../idempotency.messages.js';
 import type { IdempotencyContext } from '../interfaces/idempotency-context.interface.js';
 import type { ResolvedRouteOptions } from '../interfaces/resolved-options.interface.js';
-import { answer, type AnswerOptions } from './idempotency.answers.js';
+import { type AnswerOptions, writeAnswer } from './answer.writer.js';
 import { hasUnreadBody, type HttpRequestLike, sentHeader } from './request.reader.js';
 
 /** What reads an HTTP call's scope and fingerprint: the module's identity loader and fingerprinter. */
@@ -52,6 +52,6 @@ export class HttpContext implements IdempotencyContext {
   }
 
   answer(outcome: unknown): void {
-    answer(this.response, outcome, this.readers.options);
+    writeAnswer(this.response, outcome, this.readers.options);
   }
 }

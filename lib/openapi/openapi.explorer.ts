@@ -5,7 +5,7 @@ import { LOGS } from '../idempotency.messages.js';
 import { findIdempotentHandlers, servedBy } from '../idempotent-handlers.finder.js';
 import { importOptional } from '../utils/optional-peer.util.js';
 import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
-import type { RouteOptionsAccessor } from '../route-options.accessor.js';
+import type { RouteOptionsRegistry } from '../route-options.registry.js';
 import { type RouteDoc, routeDoc } from './openapi.fragments.js';
 
 type Decorator = (target: object, key: string, descriptor: PropertyDescriptor) => unknown;
@@ -59,7 +59,7 @@ export class OpenApiExplorer {
     private readonly options: ResolvedIdempotencyOptions,
     private readonly discovery: DiscoveryService,
     private readonly scanner: MetadataScanner,
-    private readonly routes: RouteOptionsAccessor,
+    private readonly routes: RouteOptionsRegistry,
     /** How `@nestjs/swagger` is loaded; a test hands in a failing one. */
     private readonly load?: () => Promise<SwaggerApi>,
   ) {}
@@ -77,7 +77,7 @@ export class OpenApiExplorer {
     const swagger = await loadSwagger(this.logger, this.load);
     if (!swagger) return 0;
     for (const { type, name, handler, where } of handlers) {
-      document(swagger, type, name, handler, routeDoc(this.options, this.routes.get(type, handler, where)));
+      document(swagger, type, name, handler, routeDoc(this.options, this.routes.resolve(type, handler, where)));
     }
     return handlers.length;
   }

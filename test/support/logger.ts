@@ -22,7 +22,9 @@ export function spyOnLogger(): LoggerSpies {
     // Nest's Logger prints its context in brackets, and operators filter on it: a warning or an
     // error without one (this package logs as Idempotency, or as the store's class) is a defect.
     const unnamed = [spies.errors, spies.warnings]
-      .flatMap((spy) => spy.mock.calls.map((args, i) => ({ args, logger: spy.mock.contexts[i] as { context?: string } })))
+      .flatMap((spy) =>
+        spy.mock.calls.map((args: unknown[], i: number) => ({ args, logger: spy.mock.contexts[i] as { context?: string } })),
+      )
       .filter((call) => !call.logger?.context);
     jest.restoreAllMocks();
     jest.useRealTimers();

@@ -16,7 +16,7 @@ import { resolveModuleOptions } from '../../lib/options/module-options.resolver.
 import { RecordBuilder } from '../../lib/record.builder.js';
 import { RecordCommitter } from '../../lib/record.committer.js';
 import { RequestFingerprinter } from '../../lib/request.fingerprinter.js';
-import { RouteOptionsAccessor } from '../../lib/route-options.accessor.js';
+import { RouteOptionsRegistry } from '../../lib/route-options.registry.js';
 import { TransactionRunner } from '../../lib/transaction.runner.js';
 import { ScriptedStore } from './scripted-store.js';
 
@@ -42,7 +42,7 @@ export function createProtocol(options: IdempotencyModuleOptions = {}, moduleRef
   /** The protocol as the interceptor calls it, on an HTTP request. */
   const begin = (request: object, context: ExecutionContext, route: ResolvedRouteOptions) =>
     service.begin(new HttpContext(request as HttpRequestLike, context, {}, readers), route);
-  const routes = new RouteOptionsAccessor(resolved);
+  const routes = new RouteOptionsRegistry(resolved);
   const leases = new LeaseRenewer(resolved, observer);
   renewers.add(leases);
   const transactions = new TransactionRunner(service, resolved, observer, reporter, records);

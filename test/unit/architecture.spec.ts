@@ -17,7 +17,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
     'exceptions',
     'idempotency.constants.ts',
     'idempotency.messages.ts',
-    'route-options.accessor.ts',
+    'route-options.registry.ts',
     'idempotent-handlers.finder.ts',
     'utils',
   ],

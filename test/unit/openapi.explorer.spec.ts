@@ -3,7 +3,7 @@ import { Controller, Logger, Post } from '@nestjs/common';
 import { type DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { Idempotent } from '../../lib/index.js';
 import { loadSwagger, OpenApiExplorer, type SwaggerApi } from '../../lib/openapi/openapi.explorer.js';
-import { RouteOptionsAccessor } from '../../lib/route-options.accessor.js';
+import { RouteOptionsRegistry } from '../../lib/route-options.registry.js';
 import { spyOnLogger } from '../support/logger.js';
 import { createProtocol } from '../support/protocol.js';
 
@@ -62,7 +62,7 @@ describe('OpenApiExplorer.explore', () => {
   const explorer = (controllers: object[], options: Parameters<typeof createProtocol>[0], load: () => Promise<SwaggerApi>) => {
     const resolved = createProtocol(options).options;
     const discovery = { getControllers: () => controllers.map((metatype) => ({ metatype })) } as unknown as DiscoveryService;
-    return new OpenApiExplorer(resolved, discovery, new MetadataScanner(), new RouteOptionsAccessor(resolved), load);
+    return new OpenApiExplorer(resolved, discovery, new MetadataScanner(), new RouteOptionsRegistry(resolved), load);
   };
   const loads = () => {
     const calls: number[] = [];

@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { IdempotentReplay } from '../../lib/exceptions/idempotent-replay.exception.js';
 import { errorResponse } from '../../lib/exceptions/error.response.js';
-import { answer, type AnswerOptions } from '../../lib/http/idempotency.answers.js';
+import { type AnswerOptions, writeAnswer } from '../../lib/http/answer.writer.js';
 import { PROBLEM_TITLES } from '../../lib/idempotency.messages.js';
 import { IDEMPOTENCY_CORS_HEADERS, IdempotencyException, type StoredResponse } from '../../lib/index.js';
 import type { IdempotencyErrorInfo } from '../../lib/index.js';
@@ -116,7 +116,7 @@ describe('errorResponse', () => {
   });
 });
 
-describe('answer: how a replay is marked', () => {
+describe('writeAnswer: how a replay is marked', () => {
   const stored = (body: string, type: string | string[] | null = 'application/json; charset=utf-8'): StoredResponse => ({
     status: 201,
     headers: type === null ? { etag: '"1"' } : { 'content-type': type, etag: '"1"' },
@@ -124,7 +124,7 @@ describe('answer: how a replay is marked', () => {
   });
   const replayed = (response: StoredResponse, options: Partial<AnswerOptions> = {}) => {
     const res = new FakeResponse();
-    answer(res.raw, new IdempotentReplay(response), {
+    writeAnswer(res.raw, new IdempotentReplay(response), {
       ...json,
       replayFlag: 'header',
       replayedHeader: 'idempotent-replayed',
@@ -137,7 +137,11 @@ describe('answer: how a replay is marked', () => {
   it('by default with Idempotent-Replayed: true and the stored bytes untouched', () => {
     const response = stored('{"id":1}');
     const res = new FakeResponse();
-    answer(res.raw, new IdempotentReplay(response), { ...json, replayFlag: 'header', replayedHeader: 'idempotent-replayed' });
+    writeAnswer(res.raw, new IdempotentReplay(response), {
+      ...json,
+      replayFlag: 'header',
+      replayedHeader: 'idempotent-replayed',
+    });
     expect(res.calls.find((c) => c.method === 'end')!.args[0]).toBe(response.body);
     expect(res.getHeaders()).toEqual({
       'content-type': 'application/json; charset=utf-8',

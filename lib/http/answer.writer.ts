@@ -38,7 +38,7 @@ function replay(response: object, stored: StoredResponse, options: AnswerOptions
 }
 
 /** Writes the module's own answer (a replay or a 4xx/5xx) before any filter can choose another. */
-export function answer(response: object, err: unknown, options: AnswerOptions): void {
+export function writeAnswer(response: object, err: unknown, options: AnswerOptions): void {
   if (err instanceof IdempotentReplay) {
     replay(response, err.response, options);
   } else if (err instanceof IdempotencyException) {

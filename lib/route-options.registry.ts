@@ -5,12 +5,12 @@ import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfa
 import { resolveRouteOptions } from './options/route-options.resolver.js';
 
 /**
- * Reads what `@Idempotent()` put on a handler and merges it with the module options, once per
- * handler: the explorer does it at bootstrap (so a bad option fails the start), the interceptor
- * then finds the result cached.
+ * The resolved options of each `@Idempotent()` handler: what the decorator put on it, merged with the
+ * module options and checked, once per handler. The explorer resolves every route at bootstrap (so a
+ * bad option fails the start); the interceptor then finds the result here.
  */
 @Injectable()
-export class RouteOptionsAccessor {
+export class RouteOptionsRegistry {
   private readonly routes = new WeakMap<object, ResolvedRouteOptions>();
 
   constructor(@Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions) {}
@@ -21,7 +21,7 @@ export class RouteOptionsAccessor {
   }
 
   /** The options of a decorated handler of `type`; `where` names it in a startup error. */
-  get(type: { name: string }, handler: { name: string }, where = '@Idempotent()'): ResolvedRouteOptions {
+  resolve(type: { name: string }, handler: { name: string }, where = '@Idempotent()'): ResolvedRouteOptions {
     let resolved = this.routes.get(handler);
     if (!resolved) {
       const route = (Reflect.getMetadata(IDEMPOTENT_ROUTE_METADATA, handler) ?? {}) as IdempotentOptions;
