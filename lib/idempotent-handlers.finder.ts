@@ -54,13 +54,13 @@ export function servedBy(options: object): (host: HostModule | undefined) => boo
 /**
  * Every `@Idempotent()` method of the application's controllers (inherited ones too) that `serves`
  * accepts: with several registrations, each explores the controllers it serves (see
- * {@link registrationOf}); by default all of them.
+ * {@link registrationOf}).
  */
 export function findIdempotentHandlers(
   discovery: DiscoveryService,
   scanner: MetadataScanner,
   routes: RouteOptionsRegistry,
-  serves: (host: HostModule | undefined) => boolean = () => true,
+  serves: (host: HostModule | undefined) => boolean,
 ): IdempotentHandler[] {
   const found: IdempotentHandler[] = [];
   for (const wrapper of discovery.getControllers()) {

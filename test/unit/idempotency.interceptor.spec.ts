@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { type CallHandler, HttpException, StreamableFile } from '@nestjs/common';
 import { lastValueFrom, Observable, of, Subject, throwError } from 'rxjs';
-import { IdempotencyException } from '../../lib/index.js';
+import { IdempotencyException, type IdempotencyEvent } from '../../lib/index.js';
 import { IdempotentReplay } from '../../lib/exceptions/idempotent-replay.exception.js';
 import { IDEMPOTENT_ROUTE_METADATA } from '../../lib/idempotency.constants.js';
 import { keyOf } from '../../lib/http/request-key.store.js';
@@ -9,12 +9,12 @@ import { httpContext } from '../support/contexts.js';
 import { FakeResponse } from '../support/fake-response.js';
 import { spyOnLogger } from '../support/logger.js';
 import { createProtocol, destroyProtocolsAfterEach } from '../support/protocol.js';
-import { tick } from '../support/timing.js';
+import { tick, until } from '../support/timing.js';
 
 class Pay {}
 
-function setup(routeOptions: object = {}) {
-  const { store, service, leases, interceptor } = createProtocol();
+function setup(routeOptions: object = {}, moduleOptions: Parameters<typeof createProtocol>[0] = {}) {
+  const { store, service, leases, interceptor, observer } = createProtocol(moduleOptions);
   const create = () => undefined;
   Reflect.defineMetadata(IDEMPOTENT_ROUTE_METADATA, routeOptions, create);
   const res = new FakeResponse();
@@ -30,7 +30,7 @@ function setup(routeOptions: object = {}) {
   const held = () => (leases as unknown as { held: Set<unknown> }).held.size;
   const ops = () => store.calls.map((c) => c[0]);
   const committed = () => store.calls.find((c) => c[0] === 'commit')?.[3] as { response: unknown } | undefined;
-  return { store, service, leases, interceptor, res, req, context, held, ops, committed };
+  return { store, service, leases, interceptor, observer, res, req, context, held, ops, committed };
 }
 
 const next = (source: Observable<unknown>): CallHandler => ({ handle: () => source });
@@ -167,6 +167,17 @@ describe('IdempotencyInterceptor', () => {
     await tick();
     expect(store.calls.map((c) => c[0])).toEqual(['claim', 'release']);
     expect(log.warnings).toHaveBeenCalledWith('Pay.create: response not stored: the handler was streamed; the key is released');
+  });
+
+  it('reports a key given up on (a response written in parts) as not-stored, with no status', async () => {
+    const events: IdempotencyEvent[] = [];
+    const { interceptor, observer, context, res } = setup({}, { events: (e) => void events.push(e) });
+    await observer.onModuleInit();
+    await lastValueFrom(await interceptor.intercept(context(), next(of(undefined))));
+    res.raw.write('part');
+    res.raw.end('rest');
+    await until(() => events.length === 1);
+    expect(events.map((e) => [e.outcome, e.status])).toEqual([['not-stored', undefined]]);
   });
 
   it('releases once when a response written in parts is also a returned stream', async () => {

@@ -151,6 +151,15 @@ describe('IdempotencyModule', () => {
     await expect(new IdempotencyModule().onApplicationShutdown()).resolves.toBeUndefined();
   });
 
+  it('waits for the running handlers (the lease renewer drains) before the application shuts down', async () => {
+    const { options, leases } = createProtocol();
+    let drained = 0;
+    const watched = Object.assign(leases, { drain: async () => void drained++ });
+    await new IdempotencyModule(options, watched).beforeApplicationShutdown();
+    expect(drained).toBe(1);
+    await expect(new IdempotencyModule(options).beforeApplicationShutdown()).resolves.toBeUndefined();
+  });
+
   it('opens the store when the module initialises, if it can be opened', async () => {
     const { store, options } = createProtocol();
     let opened = 0;

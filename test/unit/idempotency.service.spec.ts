@@ -722,6 +722,31 @@ describe('IdempotencyService: commit and release', () => {
     expect(store.calls).toHaveLength(1);
   });
 
+  it('gives up after one lease even while the renewer keeps the claim held: a store refusing the value must not hold the key', async () => {
+    jest.useFakeTimers({ now: 0 });
+    const { store, service } = setup();
+    store.commitAnswer = () => Promise.reject(new Error('value too large'));
+    // Renewed far ahead, as a store that renews but refuses the commit would keep it.
+    const renewed = activeClaim({ claimedAt: 0, leaseMs: 1_000, heldUntil: 600_000 });
+    let settled = false;
+    await service.commit(renewed, response, () => (settled = true));
+    await jest.advanceTimersByTimeAsync(1_000);
+    expect(settled).toBe(true);
+  });
+
+  it("counts a commit's time, failed or not, in the event's store time", async () => {
+    const { store, service, observer } = setup({ events: () => undefined });
+    await observer.onModuleInit();
+    const slow = activeClaim({ storeMs: 5 });
+    store.commitAnswer = () => new Promise((r) => setTimeout(() => r(true), 30));
+    await service.commit(slow, response);
+    expect(slow.storeMs).toBeGreaterThanOrEqual(5 + 25);
+    const failing = activeClaim({ storeMs: 5, leaseMs: 10 });
+    store.commitAnswer = () => new Promise((_, reject) => setTimeout(() => reject(new Error('down')), 30));
+    await service.commit(failing, response);
+    expect(failing.storeMs).toBeGreaterThanOrEqual(5 + 25);
+  });
+
   it('keeps a response-too-large record instead of a body over maxResponseBytes, with the status it had', async () => {
     const { store, service } = setup({ maxResponseBytes: 4 });
     await service.commit(claim, { status: 201, headers: { 'content-type': 'text/plain' }, body: Buffer.from('12345') });

@@ -26,9 +26,14 @@ describe('whileBusy (SQLite lock waits)', () => {
   };
 
   it('tries again while another connection holds the lock: SQLITE_BUSY, SQLITE_LOCKED and their extended codes', async () => {
-    const { work, calls } = failing(coded('SQLITE_BUSY'), coded('SQLITE_LOCKED'), coded('SQLITE_BUSY_SNAPSHOT'));
+    const { work, calls } = failing(
+      coded('SQLITE_BUSY'),
+      coded('SQLITE_LOCKED'),
+      coded('SQLITE_BUSY_SNAPSHOT'),
+      coded('SQLITE_LOCKED_SHAREDCACHE'),
+    );
     await expect(whileBusy(work, 5_000)).resolves.toBe('done');
-    expect(calls()).toBe(4);
+    expect(calls()).toBe(5);
   });
 
   it('throws any other error at once, whatever carries it', async () => {
@@ -73,7 +78,7 @@ describe('whileBusy (SQLite lock waits)', () => {
 describe('verifySqliteTable', () => {
   const columns = `fingerprint TEXT NOT NULL, state INTEGER NOT NULL, owner TEXT, expires_at INTEGER NOT NULL, record BLOB`;
 
-  it('refuses a key that is not the primary key alone: none, or part of a composite one', () => {
+  it('refuses a key that is not the primary key alone: none, part of a composite one, or no key column at all', () => {
     for (const ddl of [
       `CREATE TABLE t (key TEXT, ${columns})`,
       `CREATE TABLE t (key TEXT, ${columns}, PRIMARY KEY (key, owner))`,
@@ -84,6 +89,10 @@ describe('verifySqliteTable', () => {
       expect(() => verifySqliteTable(db, 't')).toThrow('primary key');
       db.close();
     }
+    const keyless = new Database(':memory:');
+    keyless.exec(`CREATE TABLE t (id TEXT PRIMARY KEY, ${columns})`);
+    expect(() => verifySqliteTable(keyless, 't')).toThrow(/key.*primary key/s);
+    keyless.close();
     const good = new Database(':memory:');
     good.exec(`CREATE TABLE t (key TEXT PRIMARY KEY, ${columns})`);
     expect(() => verifySqliteTable(good, 't')).not.toThrow();
