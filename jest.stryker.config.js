@@ -1,6 +1,6 @@
-// Jest as `npm run test:mutation` (Stryker) runs it: the unit suites, which drive each building block
-// directly, and the Redis store suite (real redis-server), all imported by one file,
-// test/mutation/suite.mutation.ts. Suites that boot apps over HTTP (e2e, property) are left out:
+// Jest as `npm run test:mutation` (Stryker) runs it: one file, test/mutation/suite.mutation.ts, that
+// imports the unit suites, the store suites (real redis-server, PostgreSQL, SQLite) and the e2e suites
+// of the optional features (docs/mutation.md lists them). The property and load suites are left out:
 // they cover the same code through far slower paths. Suites that drive child processes run the
 // compiled dist/ and .build/, not the mutated sources, so they could not kill a mutant anyway.
 import { fileURLToPath } from 'node:url';
