@@ -191,6 +191,7 @@ export const CONFIG_ERRORS = {
     `IdempotencyAdmin needs the store's ${method}(), which ${store} does not implement (see IdempotencyStore)`,
   adminKey: 'IdempotencyAdmin: the key must be a non-empty string, as the client sent it',
   adminScope: 'IdempotencyAdmin: scope must be a non-empty string, as the identity resolver returns it',
+  inboxString: (what: string) => `IdempotencyInbox.run(): ${what} must be a non-empty string`,
   headerName: 'headerName must be a valid HTTP header name',
   keyPrefix: 'keyPrefix must be a string without control characters or spaces',
   integer: (name: string, min: number, max: number, got: unknown) =>

@@ -11,6 +11,7 @@ import {
 import { DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { ResponseSealer } from './encryption/response.sealer.js';
 import { IdempotencyAdmin } from './idempotency.admin.js';
+import { IdempotencyInbox } from './idempotency.inbox.js';
 import { IdempotencyHealthIndicator } from './health/idempotency.health-indicator.js';
 import { IdempotencyObserver } from './events/idempotency.observer.js';
 import { OutcomeReporter } from './events/outcome.reporter.js';
@@ -76,6 +77,7 @@ const openApiExplorer: Provider = {
 const PROVIDERS = [
   ResponseSealer,
   IdempotencyAdmin,
+  IdempotencyInbox,
   IdempotencyHealthIndicator,
   IdempotencyObserver,
   OutcomeReporter,
@@ -98,6 +100,7 @@ const EXPORTS = [
   IDEMPOTENCY_MODULE_OPTIONS,
   ResponseSealer,
   IdempotencyAdmin,
+  IdempotencyInbox,
   IdempotencyHealthIndicator,
   IdempotencyObserver,
   IdempotencyService,

@@ -7,6 +7,8 @@ export { Idempotent } from './decorators/idempotent.decorator.js';
 export { IdempotencyKey } from './decorators/idempotency-key.decorator.js';
 export { IdempotencyException } from './exceptions/idempotency.exception.js';
 export { IdempotencyAdmin } from './idempotency.admin.js';
+export { IdempotencyInbox } from './idempotency.inbox.js';
+export type { InboxResult, InboxRunOptions } from './interfaces/inbox-options.interface.js';
 export { IdempotencyHealthIndicator } from './health/idempotency.health-indicator.js';
 export type { IdempotencyHealthOptions, IdempotencyHealthResult } from './health/idempotency.health-indicator.js';
 

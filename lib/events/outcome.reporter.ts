@@ -21,7 +21,7 @@ export class OutcomeReporter {
   constructor(private readonly observer: IdempotencyObserver) {}
 
   /** A request without a key on a route that passes such requests through. */
-  bypassed(route: string, method: string): void {
+  bypassed(route: string, method: string | undefined): void {
     this.observer.emit('bypassed', { route, method });
   }
 

@@ -27,5 +27,7 @@ export class IdempotencyException extends HttpException {
     readonly code?: IdempotencyErrorCode,
   ) {
     super({ error: reason }, status);
+    // HttpException names an object response by the class: a log line or a consumer's catch reads the sentence.
+    this.message = reason;
   }
 }

@@ -15,8 +15,8 @@ export interface ActiveClaim {
   readonly leaseMs: number;
   /** When the key was claimed (epoch ms): renewal stops `maxHoldMs` after it. */
   readonly claimedAt: number;
-  /** The request's HTTP method, for events. */
-  readonly method: string;
+  /** The request's HTTP method, for events; `undefined` outside HTTP. */
+  readonly method: string | undefined;
   /**
    * Until when (epoch ms) the lease is surely held: the time the claim or its last successful renewal
    * was sent, plus the lease. A commit that failed is tried again until then.

@@ -6,8 +6,8 @@ import type { ResolvedRouteOptions } from './resolved-options.interface.js';
  * else of a call, and hands back what is not the handler's to answer through {@link answer}.
  */
 export interface IdempotencyContext {
-  /** What the call does, for events and logs: the HTTP method. */
-  readonly method: string;
+  /** What the call does, for events and metrics: the HTTP method; `undefined` outside HTTP (a message). */
+  readonly method: string | undefined;
   /** The key as the caller sent it, before the key rules; `undefined` when none was sent. */
   sentKey(name: string): string | undefined;
   /** Throws the module's error when the call cannot be told from another (HTTP: a body no parser read). */

@@ -37,7 +37,7 @@ export interface IdempotencyEvent {
   readonly outcome: IdempotencyOutcome;
   /** The handler, `Controller.method`; `undefined` for `evicted`. */
   readonly route: string | undefined;
-  /** The HTTP method; `undefined` for `evicted`. */
+  /** The HTTP method; `undefined` for `evicted` and outside HTTP (`IdempotencyInbox`). */
   readonly method: string | undefined;
   /** The status sent, where this module decided it; `undefined` where an application's filter does (`released`) or none was sent. */
   readonly status: number | undefined;

@@ -11,6 +11,8 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   stores: ['stores', 'interfaces', 'options', 'utils', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   exceptions: ['exceptions', 'interfaces', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   transactions: ['transactions', 'interfaces', 'idempotency.messages.ts'],
+  // A message as the protocol reads it: a context, like http/, but knowing no HTTP.
+  inbox: ['interfaces', 'utils'],
   openapi: [
     'openapi',
     'interfaces',
@@ -84,7 +86,9 @@ describe('lib/ architecture (docs/architecture.md)', () => {
       'record.builder.ts',
       'record.committer.ts',
       'lease.renewer.ts',
-      ...all.map((f) => relative('lib', f)).filter((f) => /^(events|exceptions|interfaces)\//.test(f)),
+      // The inbox is the protocol's second caller: messages, not requests.
+      'idempotency.inbox.ts',
+      ...all.map((f) => relative('lib', f)).filter((f) => /^(events|exceptions|interfaces|inbox)\//.test(f)),
     ];
     expect(protocol.filter((f) => all.includes(join('lib', f)))).toHaveLength(protocol.length);
     const broken = protocol.flatMap((f) =>

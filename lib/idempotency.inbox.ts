@@ -1,0 +1,87 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { IdempotentReplay } from './exceptions/idempotent-replay.exception.js';
+import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
+import { IdempotencyException } from './exceptions/idempotency.exception.js';
+import { CONFIG_ERRORS, MESSAGES } from './idempotency.messages.js';
+import { IdempotencyService } from './idempotency.service.js';
+import { InboxContext } from './inbox/inbox.context.js';
+import type { InboxResult, InboxRunOptions } from './interfaces/inbox-options.interface.js';
+import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
+import { LeaseRenewer } from './lease.renewer.js';
+import { resolveRouteOptions } from './options/route-options.resolver.js';
+import { escapeScope, keyViolation } from './utils/key.util.js';
+
+const WHERE = 'IdempotencyInbox.run()';
+const JSON_HEADERS = { 'content-type': 'application/json' };
+
+const nonEmpty = (value: unknown): value is string => typeof value === 'string' && value.trim() !== '';
+
+/**
+ * Runs a piece of work once per message id, for consumers that are not HTTP handlers (a BullMQ
+ * processor, an SQS poller, a cron job, a message handler): the same stores, claim, lease renewal and
+ * fencing as `@Idempotent()`. The work's result is stored as JSON; a duplicate gets it back without
+ * running the work again.
+ */
+@Injectable()
+export class IdempotencyInbox {
+  /** One resolved route per consumer and ttl: checked once, not on every message. */
+  private readonly routes = new Map<string, ResolvedRouteOptions>();
+
+  constructor(
+    private readonly service: IdempotencyService,
+    private readonly leases: LeaseRenewer,
+    @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+  ) {}
+
+  /**
+   * Runs `work` unless a message with `key` completed it already (then `duplicate` is true and `value`
+   * the first run's). While another delivery of the key runs, throws `IdempotencyException` with code
+   * `key-in-flight`: retry the message later, do not count it as done. A key used with another consumer
+   * or payload throws `key-reused`; a store that is down, `store-unavailable`. When `work` throws, the
+   * key is freed and the error rethrown: the next delivery runs it again.
+   */
+  async run<T>(key: string, options: InboxRunOptions, work: () => T | Promise<T>): Promise<InboxResult<T>> {
+    if (!nonEmpty(key)) throw new TypeError(CONFIG_ERRORS.inboxString('the key (the message id)'));
+    const route = this.route(options);
+    let claim;
+    try {
+      if (this.leases.draining) throw this.service.shuttingDown();
+      claim = (await this.service.begin(new InboxContext(key, options), route))!;
+    } catch (err) {
+      if (!(err instanceof IdempotentReplay)) throw err;
+      const { body } = err.response;
+      return { value: (body.length === 0 ? undefined : JSON.parse(body.toString('utf8'))) as T, duplicate: true };
+    }
+    this.leases.hold(claim);
+    let value: T;
+    try {
+      value = await work();
+    } catch (err) {
+      await this.service.release(claim).finally(() => this.leases.unhold(claim));
+      throw err;
+    }
+    // JSON.stringify(undefined) is undefined: an empty body reads back as undefined.
+    const body = Buffer.from(JSON.stringify(value) ?? '');
+    await this.service.commit(claim, { status: 200, headers: JSON_HEADERS, body }, () => this.leases.unhold(claim));
+    return { value, duplicate: false };
+  }
+
+  private route(options: InboxRunOptions): ResolvedRouteOptions {
+    if (options === null || typeof options !== 'object' || !nonEmpty(options.consumer)) {
+      throw new TypeError(CONFIG_ERRORS.inboxString('options.consumer'));
+    }
+    const { scope } = options;
+    if (scope !== undefined) {
+      if (!nonEmpty(scope)) throw new TypeError(CONFIG_ERRORS.inboxString('options.scope, when given,'));
+      const problem = keyViolation(MESSAGES.scope, scope, escapeScope(scope).length, this.options.maxScopeLength);
+      if (problem) throw IdempotencyException.of('scope-invalid', problem);
+    }
+    const id = `${options.consumer}\n${String(options.ttlMs)}`;
+    let route = this.routes.get(id);
+    if (!route) {
+      route = resolveRouteOptions(WHERE, options.consumer, { ttlMs: options.ttlMs, missingHeader: 'reject' }, this.options);
+      this.routes.set(id, route);
+    }
+    return route;
+  }
+}

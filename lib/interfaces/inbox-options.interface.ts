@@ -1,0 +1,25 @@
+/** Options of one {@link IdempotencyInbox.run} call. */
+export interface InboxRunOptions {
+  /**
+   * The consumer (`OrdersConsumer.created`), in events and log lines. Part of the fingerprint: a key
+   * that another consumer processed is refused (`key-reused`), never taken for a duplicate.
+   */
+  readonly consumer: string;
+  /** Where the key is unique (a tenant, a source system): keys of two scopes never meet. Default: one scope for all. */
+  readonly scope?: string;
+  /**
+   * The message's content (any JSON value). Given, a second message with the key and other content
+   * is refused (`key-reused`) instead of being skipped as a duplicate. Default: only the key counts.
+   */
+  readonly payload?: unknown;
+  /** How long the result is remembered, in ms. Default: the module's `ttlMs`. */
+  readonly ttlMs?: number;
+}
+
+/** What {@link IdempotencyInbox.run} came to. */
+export interface InboxResult<T> {
+  /** The work's result; for a duplicate, the first run's, read back as JSON (a `Date` comes back as its string). */
+  readonly value: T;
+  /** `true` when the work did not run: an earlier message with this key completed it. */
+  readonly duplicate: boolean;
+}

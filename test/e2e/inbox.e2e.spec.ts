@@ -1,0 +1,158 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import type { INestApplicationContext } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import {
+  type IdempotencyEvent,
+  IdempotencyException,
+  IdempotencyInbox,
+  IdempotencyModule,
+  type IdempotencyModuleOptions,
+} from '../../lib/index.js';
+import { spyOnLogger } from '../support/logger.js';
+import { openStore, storeNames, type StoreUnderTest } from '../support/stores.js';
+import { until } from '../support/timing.js';
+
+/** A Nest application context (no HTTP) with the module, as a queue worker builds one. */
+async function worker(options: IdempotencyModuleOptions): Promise<INestApplicationContext> {
+  const moduleRef = await Test.createTestingModule({ imports: [IdempotencyModule.forRoot(options)] }).compile();
+  return moduleRef.createNestApplication({ logger: false }).init();
+}
+
+/** What a consumer does: counts its runs, and waits on `release` when one is given. */
+function charge() {
+  const runs: string[] = [];
+  let open: (() => void) | undefined;
+  const work =
+    (order: string, held = false) =>
+    async () => {
+      runs.push(order);
+      if (held) await new Promise<void>((r) => (open = r));
+      return { order, charged: 100, at: new Date(0) };
+    };
+  return { runs, work, release: () => open?.() };
+}
+
+const codeOf = (err: unknown) => (err instanceof IdempotencyException ? err.code : err);
+
+describe.each(storeNames('IdempotencyInbox suite'))('IdempotencyInbox on %s', (name) => {
+  spyOnLogger();
+  let store: StoreUnderTest;
+  let app: INestApplicationContext;
+  let inbox: IdempotencyInbox;
+  const events: IdempotencyEvent[] = [];
+  let n = 0;
+  const key = () => `msg-${name}-${++n}`;
+
+  beforeAll(async () => {
+    store = await openStore(name);
+    app = await worker({ store: store.cache, events: (e) => void events.push(e) });
+    inbox = app.get(IdempotencyInbox);
+  }, 60_000);
+  afterAll(async () => {
+    await app?.close();
+  });
+
+  it('runs the work once: a redelivery after completion gets the stored result, read back as JSON', async () => {
+    const { runs, work } = charge();
+    const id = key();
+    const first = await inbox.run(id, { consumer: 'Orders.created' }, work('o-1'));
+    expect(first).toEqual({ value: { order: 'o-1', charged: 100, at: new Date(0) }, duplicate: false });
+    const again = await inbox.run(id, { consumer: 'Orders.created' }, work('o-1'));
+    expect(again).toEqual({ value: { order: 'o-1', charged: 100, at: new Date(0).toISOString() }, duplicate: true });
+    expect(runs).toEqual(['o-1']);
+    // Work that returns nothing is remembered as done too.
+    const empty = key();
+    expect(await inbox.run(empty, { consumer: 'Orders.created' }, () => undefined)).toEqual({
+      value: undefined,
+      duplicate: false,
+    });
+    expect(await inbox.run(empty, { consumer: 'Orders.created' }, () => 'again')).toEqual({ value: undefined, duplicate: true });
+  });
+
+  it('a delivery while the first still runs is refused with key-in-flight, and the work runs once', async () => {
+    const { runs, work, release } = charge();
+    const id = key();
+    const first = inbox.run(id, { consumer: 'Orders.created' }, work('o-2', true));
+    await until(() => runs.length === 1);
+    const concurrent = await inbox.run(id, { consumer: 'Orders.created' }, work('o-2')).catch(codeOf);
+    expect(concurrent).toBe('key-in-flight');
+    release();
+    expect((await first).duplicate).toBe(false);
+    expect((await inbox.run(id, { consumer: 'Orders.created' }, work('o-2'))).duplicate).toBe(true);
+    expect(runs).toEqual(['o-2']);
+  });
+
+  it('work that throws frees the key: the next delivery runs it again', async () => {
+    const id = key();
+    const failing = () => Promise.reject(new Error('card declined'));
+    await expect(inbox.run(id, { consumer: 'Orders.created' }, failing)).rejects.toThrow('card declined');
+    expect(await inbox.run(id, { consumer: 'Orders.created' }, () => 'paid')).toEqual({ value: 'paid', duplicate: false });
+  });
+
+  it('a key of another consumer, or with another payload, is refused; scopes keep keys apart', async () => {
+    const id = key();
+    const payload = { order: 'o-3', amount: 100 };
+    await inbox.run(id, { consumer: 'Orders.created', payload }, () => 1);
+    // The same content in another key order is the same message.
+    const same = await inbox.run(id, { consumer: 'Orders.created', payload: { amount: 100, order: 'o-3' } }, () => 2);
+    expect(same).toEqual({ value: 1, duplicate: true });
+    const other = { consumer: 'Orders.created', payload: { order: 'o-3', amount: 99 } };
+    expect(await inbox.run(id, other, () => 3).catch(codeOf)).toBe('key-reused');
+    expect(await inbox.run(id, { consumer: 'Refunds.created', payload }, () => 4).catch(codeOf)).toBe('key-reused');
+    expect(await inbox.run(id, { consumer: 'Orders.created', payload, scope: 'tenant-b' }, () => 5)).toEqual({
+      value: 5,
+      duplicate: false,
+    });
+  });
+
+  it('reports outcomes under the consumer, with no HTTP method', async () => {
+    const id = key();
+    const mine = () => events.filter((e) => e.route === 'Events.observed');
+    await inbox.run(id, { consumer: 'Events.observed' }, () => 1);
+    await inbox.run(id, { consumer: 'Events.observed' }, () => 1);
+    await until(() => mine().length === 2);
+    expect(mine().map((e) => [e.outcome, e.method])).toEqual([
+      ['executed', undefined],
+      ['replayed', undefined],
+    ]);
+  });
+
+  it('forgets the key after ttlMs', async () => {
+    const id = key();
+    await inbox.run(id, { consumer: 'Orders.created', ttlMs: 1_000 }, () => 1);
+    await store.advance(1_000);
+    expect(await inbox.run(id, { consumer: 'Orders.created', ttlMs: 1_000 }, () => 2)).toEqual({ value: 2, duplicate: false });
+  });
+});
+
+describe('IdempotencyInbox arguments', () => {
+  let app: INestApplicationContext;
+  beforeAll(async () => {
+    app = await worker({});
+  });
+  afterAll(async () => {
+    await app?.close();
+  });
+
+  it('refuses a key, consumer or scope that is not a non-empty string, and a scope over maxScopeLength', async () => {
+    const inbox = app.get(IdempotencyInbox);
+    for (const bad of ['', '  ', 5]) {
+      await expect(inbox.run(bad as never, { consumer: 'C' }, () => 1)).rejects.toThrow(
+        'IdempotencyInbox.run(): the key (the message id) must be a non-empty string',
+      );
+    }
+    for (const options of [{}, { consumer: '' }, null]) {
+      await expect(inbox.run('k', options as never, () => 1)).rejects.toThrow(
+        'IdempotencyInbox.run(): options.consumer must be a non-empty string',
+      );
+    }
+    await expect(inbox.run('k', { consumer: 'C', scope: '' }, () => 1)).rejects.toThrow(
+      'IdempotencyInbox.run(): options.scope, when given, must be a non-empty string',
+    );
+    const long = await inbox.run('k', { consumer: 'C', scope: 'x'.repeat(300) }, () => 1).catch((err: unknown) => err);
+    expect(long).toMatchObject({ code: 'scope-invalid', message: expect.stringContaining('exceeds 255 characters') });
+    await expect(inbox.run('k', { consumer: 'C', ttlMs: 0 }, () => 1)).rejects.toThrow(
+      'IdempotencyInbox.run(): ttlMs must be an integer from 1 to 31536000000, got 0',
+    );
+  });
+});
