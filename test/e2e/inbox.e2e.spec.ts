@@ -134,6 +134,22 @@ describe('IdempotencyInbox arguments', () => {
     await app?.close();
   });
 
+  it('a graceful shutdown waits for running work and refuses new deliveries with shutting-down', async () => {
+    const closing = await worker({});
+    const inbox = closing.get(IdempotencyInbox);
+    const { runs, work, release } = charge();
+    const running = inbox.run('s-1', { consumer: 'C' }, work('o-9', true));
+    await until(() => runs.length === 1);
+    let closed = false;
+    const close = closing.close().then(() => (closed = true));
+    await until(async () => (await inbox.run('s-2', { consumer: 'C' }, () => 1).catch(codeOf)) === 'shutting-down');
+    expect(closed).toBe(false);
+    release();
+    expect((await running).duplicate).toBe(false);
+    await close;
+    expect(runs).toEqual(['o-9']);
+  });
+
   it('refuses a key, consumer or scope that is not a non-empty string, and a scope over maxScopeLength', async () => {
     const inbox = app.get(IdempotencyInbox);
     for (const bad of ['', '  ', 5]) {
