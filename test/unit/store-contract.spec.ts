@@ -101,6 +101,104 @@ describe('the shipped store contract (nestjs-idempotency/testing)', () => {
     ]);
   }, 60_000);
 
+  it('catches each way a store can be broken, with the tests that name it', async () => {
+    const cases: Record<string, (inner: InMemoryStore) => Partial<IdempotencyStore>> = {
+      'drops the last byte of a body': (inner) => ({
+        commit: (k, o, r, t) =>
+          inner.commit(k, o, { ...r, response: { ...r.response, body: r.response.body.subarray(0, -1) } }, t),
+      }),
+      'forgets the headers': (inner) => ({
+        commit: (k, o, r, t) => inner.commit(k, o, { ...r, response: { ...r.response, headers: {} } }, t),
+      }),
+      'keeps a fingerprint without its tag': (inner) => ({
+        claim: (k, c) => inner.claim(k, { ...c, fingerprint: c.fingerprint.split(':').at(-1)! }),
+      }),
+      'lets a second claimant in': (inner) => ({
+        claim: async (k, c) => {
+          const outcome = await inner.claim(k, c);
+          return outcome.state === 'in-flight' ? { state: 'claimed' } : outcome;
+        },
+      }),
+      'says a release freed what it did not': (inner) => ({ release: async (k, o) => (await inner.release(k, o), true) }),
+      'never lets a lease lapse': (inner) => ({ claim: (k, c) => inner.claim(k, { ...c, leaseMs: 3_600_000 }) }),
+      'answers a renewal without renewing': (inner) => ({ renew: async (k) => (await inner.peek(k))?.state === 'in-flight' }),
+      'keeps records past their ttl': (inner) => ({ commit: (k, o, r) => inner.commit(k, o, r, 3_600_000) }),
+      'answers yes to every renewAll': () => ({ renewAll: async (claims) => claims.map(() => true) }),
+      'folds % and _ out of keys': (inner) => {
+        const fold = (k: string) => k.replace(/[%_]/g, '');
+        return {
+          claim: (k, c) => inner.claim(fold(k), c),
+          commit: (k, o, r, t) => inner.commit(fold(k), o, r, t),
+        };
+      },
+      'has a ping that fails': () => ({ ping: () => Promise.reject(new Error('down')) }),
+      'forgets only records': (inner) => ({
+        forget: async (k) => (await inner.peek(k))?.state === 'completed' && inner.forget(k),
+      }),
+    };
+    const results = await Promise.all(
+      Object.entries(cases).map(async ([name, patch]) => {
+        const { failed } = await failures(() => {
+          const inner = new InMemoryStore();
+          const own: IdempotencyStore = {
+            claim: (k, c) => inner.claim(k, c),
+            commit: (k, o, r, t) => inner.commit(k, o, r, t),
+            release: (k, o) => inner.release(k, o),
+            renew: (k, o, ms) => inner.renew(k, o, ms),
+            ping: () => inner.ping(),
+            peek: (k) => inner.peek(k),
+            forget: (k) => inner.forget(k),
+            renewAll: (claims, ms) => inner.renewAll(claims, ms),
+          };
+          return { ...own, ...patch(inner) };
+        });
+        return [name, failed] as const;
+      }),
+    );
+    expect(Object.fromEntries(results)).toEqual({
+      'drops the last byte of a body': [
+        'peek reads a claim and a record with their expiry and changes nothing; forget deletes either, unfenced',
+        'commit replaces the claim; a later claim returns the record byte for byte',
+        'keeps a 5 MB body, an empty body and many headers byte for byte',
+      ],
+      'forgets the headers': [
+        'commit replaces the claim; a later claim returns the record byte for byte',
+        'keeps a 5 MB body, an empty body and many headers byte for byte',
+      ],
+      'keeps a fingerprint without its tag': ['keeps a tagged fingerprint ("<tag>:<hash>") as it is, in flight and completed'],
+      'lets a second claimant in': [
+        'peek reads a claim and a record with their expiry and changes nothing; forget deletes either, unfenced',
+        'claims a free key exactly once; others see it in flight with its fingerprint',
+        'keeps a tagged fingerprint ("<tag>:<hash>") as it is, in flight and completed',
+        'concurrent claims: exactly one wins',
+        'fencing: commit, release and renew by another owner change nothing',
+        'renewal keeps a claim past its first lease',
+      ],
+      'says a release freed what it did not': ['fencing: commit, release and renew by another owner change nothing'],
+      'never lets a lease lapse': [
+        'peek reads a claim and a record with their expiry and changes nothing; forget deletes either, unfenced',
+        'an unrenewed lease expires; the late owner can no longer commit',
+        "renewAll renews each of the caller's claims in one call and refuses the rest, answering in order",
+      ],
+      'answers a renewal without renewing': [
+        'fencing: commit, release and renew by another owner change nothing',
+        'renewal keeps a claim past its first lease',
+      ],
+      'keeps records past their ttl': [
+        'peek reads a claim and a record with their expiry and changes nothing; forget deletes either, unfenced',
+        'a record expires after its ttl',
+      ],
+      'answers yes to every renewAll': [
+        "renewAll renews each of the caller's claims in one call and refuses the rest, answering in order",
+      ],
+      'folds % and _ out of keys': ['keys are data: SQL, Lua and JSON look-alikes are stored literally and kept apart'],
+      'has a ping that fails': ['ping answers without touching a key'],
+      'forgets only records': [
+        'peek reads a claim and a record with their expiry and changes nothing; forget deletes either, unfenced',
+      ],
+    });
+  }, 60_000);
+
   it('fails a store that lacks an optional method it does not declare; declared, its tests are left out', async () => {
     const lacking = () => {
       const store = new InMemoryStore();
