@@ -234,9 +234,9 @@ export const CONFIG_ERRORS = {
   streamType:
     'a route declared to return a StreamableFile is never stored, so a retry would run it again; return the bytes (a Buffer or a value) instead',
   messageHandler:
-    'message handlers (@MessagePattern, @EventPattern) are not supported yet: only HTTP route handlers are deduplicated; remove the decorator rather than rely on it',
+    'message handlers (@MessagePattern, @EventPattern) are not supported yet: only HTTP route handlers are deduplicated; remove the decorator and call IdempotencyInbox.run() in the handler',
   notARoute:
-    'only HTTP route handlers of controllers are deduplicated; on a provider method (a GraphQL resolver, a service) it would do nothing, so it is refused; remove the decorator rather than rely on it',
+    'only HTTP route handlers of controllers are deduplicated; on a provider method (a GraphQL resolver, a service) it would do nothing, so it is refused; remove the decorator (IdempotencyInbox.run() deduplicates any other code)',
   transactionalStreamType: 'transactional: true cannot return a StreamableFile: a stream cannot be recorded before COMMIT',
   maxEntries: (got: unknown) => `InMemoryStore: maxEntries must be a positive integer, got ${shown(got)}`,
   quotas: 'InMemoryStore: prefixQuotas needs non-empty prefixes and non-negative integer quotas',

@@ -57,7 +57,7 @@ const refusal = async (adapter: (typeof ADAPTERS)[number], metadata: Parameters<
 describe.each(ADAPTERS)('@Idempotent() where it cannot deduplicate, on %s', (adapter) => {
   it('refuses a @MessagePattern handler of a hybrid application at bootstrap, naming it', async () => {
     expect(await refusal(adapter, { imports: [IdempotencyModule.forRoot()], controllers: [MessagesController] })).toBe(
-      '@Idempotent() on MessagesController.charge(): message handlers (@MessagePattern, @EventPattern) are not supported yet: only HTTP route handlers are deduplicated; remove the decorator rather than rely on it',
+      '@Idempotent() on MessagesController.charge(): message handlers (@MessagePattern, @EventPattern) are not supported yet: only HTTP route handlers are deduplicated; remove the decorator and call IdempotencyInbox.run() in the handler',
     );
   });
 
@@ -69,7 +69,7 @@ describe.each(ADAPTERS)('@Idempotent() where it cannot deduplicate, on %s', (ada
 
   it('refuses a provider method (a GraphQL resolver)', async () => {
     expect(await refusal(adapter, { imports: [IdempotencyModule.forRoot()], providers: [PaymentsResolver] })).toBe(
-      '@Idempotent() on PaymentsResolver.createPayment(): only HTTP route handlers of controllers are deduplicated; on a provider method (a GraphQL resolver, a service) it would do nothing, so it is refused; remove the decorator rather than rely on it',
+      '@Idempotent() on PaymentsResolver.createPayment(): only HTTP route handlers of controllers are deduplicated; on a provider method (a GraphQL resolver, a service) it would do nothing, so it is refused; remove the decorator (IdempotencyInbox.run() deduplicates any other code)',
     );
   });
 
