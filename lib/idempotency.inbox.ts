@@ -1,20 +1,39 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import { IdempotentReplay } from './exceptions/idempotent-replay.exception.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
-import { CONFIG_ERRORS, MESSAGES } from './idempotency.messages.js';
+import { OutcomeReporter } from './events/outcome.reporter.js';
+import { CONFIG_ERRORS, LOGS, MESSAGES } from './idempotency.messages.js';
 import { IdempotencyService } from './idempotency.service.js';
 import { InboxContext } from './inbox/inbox.context.js';
+import type { ActiveClaim } from './interfaces/active-claim.interface.js';
+import type { SqlExecutor } from './interfaces/idempotency-transactions.interface.js';
 import type { InboxResult, InboxRunOptions } from './interfaces/inbox-options.interface.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
+import type { StoredResponse } from './interfaces/stored-response.interface.js';
 import { LeaseRenewer } from './lease.renewer.js';
+import { RecordBuilder } from './record.builder.js';
 import { resolveRouteOptions } from './options/route-options.resolver.js';
+import { ABORTED, ROLLED_BACK, sqlState } from './transactions/sql-states.js';
 import { escapeScope, keyViolation } from './utils/key.util.js';
 
 const WHERE = 'IdempotencyInbox.run()';
 const JSON_HEADERS = { 'content-type': 'application/json' };
 
 const nonEmpty = (value: unknown): value is string => typeof value === 'string' && value.trim() !== '';
+
+/** What a result is stored as: JSON (an `undefined` result as an empty body, read back as `undefined`). */
+const stored = (value: unknown): StoredResponse => ({
+  status: 200,
+  headers: JSON_HEADERS,
+  body: Buffer.from(JSON.stringify(value) ?? ''),
+});
+
+/** The completion matched no row: the lease ran out and the key may be another delivery's. */
+class LeaseLost extends Error {}
+
+/** The work to run once: in transactional mode it gets the transaction's executor. */
+export type InboxWork<T> = (sql: SqlExecutor | undefined) => T | Promise<T>;
 
 /**
  * Runs a piece of work once per message id, for consumers that are not HTTP handlers (a BullMQ
@@ -24,12 +43,15 @@ const nonEmpty = (value: unknown): value is string => typeof value === 'string' 
  */
 @Injectable()
 export class IdempotencyInbox {
+  private readonly logger = new Logger('Idempotency');
   /** One resolved route per consumer and ttl: checked once, not on every message. */
   private readonly routes = new Map<string, ResolvedRouteOptions>();
 
   constructor(
     private readonly service: IdempotencyService,
     private readonly leases: LeaseRenewer,
+    private readonly records: RecordBuilder,
+    private readonly reporter: OutcomeReporter,
     @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
   ) {}
 
@@ -40,7 +62,7 @@ export class IdempotencyInbox {
    * or payload throws `key-reused`; a store that is down, `store-unavailable`. When `work` throws, the
    * key is freed and the error rethrown: the next delivery runs it again.
    */
-  async run<T>(key: string, options: InboxRunOptions, work: () => T | Promise<T>): Promise<InboxResult<T>> {
+  async run<T>(key: string, options: InboxRunOptions, work: InboxWork<T>): Promise<InboxResult<T>> {
     if (!nonEmpty(key)) throw new TypeError(CONFIG_ERRORS.inboxString('the key (the message id)'));
     const route = this.route(options);
     let claim;
@@ -52,18 +74,90 @@ export class IdempotencyInbox {
       const { body } = err.response;
       return { value: (body.length === 0 ? undefined : JSON.parse(body.toString('utf8'))) as T, duplicate: true };
     }
+    if (route.transactional) return { value: await this.inTransaction(claim, work), duplicate: false };
     this.leases.hold(claim);
     let value: T;
     try {
-      value = await work();
+      value = await work(undefined);
     } catch (err) {
       await this.service.release(claim).finally(() => this.leases.unhold(claim));
       throw err;
     }
-    // JSON.stringify(undefined) is undefined: an empty body reads back as undefined.
-    const body = Buffer.from(JSON.stringify(value) ?? '');
-    await this.service.commit(claim, { status: 200, headers: JSON_HEADERS, body }, () => this.leases.unhold(claim));
+    await this.service.commit(claim, stored(value), () => this.leases.unhold(claim));
     return { value, duplicate: false };
+  }
+
+  /**
+   * `work` and the fenced completion of the claim in one transaction of the `transactions` port: the
+   * record commits with the work's writes or not at all. The lease is `transactionTimeoutMs`, never
+   * renewed: a delivery after it may run the work again, and this one's completion then matches no
+   * row, so its writes roll back.
+   */
+  private async inTransaction<T>(claim: ActiveClaim, work: InboxWork<T>): Promise<T> {
+    const { transactions, store } = this.options;
+    const state = { started: false, completed: false, failed: false };
+    let value!: T;
+    try {
+      await transactions!.run(async (sql) => {
+        state.started = true;
+        try {
+          value = await work(sql);
+        } catch (err) {
+          state.failed = true;
+          throw err;
+        }
+        const done = await store.completeIn!(
+          sql,
+          claim.storeKey,
+          claim.owner,
+          this.records.record(claim, stored(value)),
+          claim.ttlMs,
+        );
+        if (!done) throw new LeaseLost();
+        state.completed = true;
+      });
+    } catch (err) {
+      throw await this.failed(claim, err, state);
+    }
+    this.reporter.settled(claim, 'executed', 200);
+    return value;
+  }
+
+  /** What a failed transaction comes to: the key freed when its writes are known to be rolled back; the error to throw. */
+  private async failed(claim: ActiveClaim, err: unknown, state: { started: boolean; completed: boolean; failed: boolean }) {
+    const reason = err instanceof Error ? err.message : String(err);
+    if (state.failed) {
+      await this.service.release(claim);
+      return err;
+    }
+    if (!state.started) {
+      this.logger.error(LOGS.beginFailed(claim.route, reason));
+      const unavailable = IdempotencyException.of('store-unavailable', MESSAGES.unavailable);
+      await this.service.release(claim, 'store-unavailable', unavailable);
+      return unavailable;
+    }
+    if (err instanceof LeaseLost) {
+      this.logger.warn(LOGS.transactionLost(claim.route));
+      const timedOut = IdempotencyException.of('transaction-timed-out', MESSAGES.transactionTimedOut('key'));
+      this.reporter.settled(claim, 'not-stored', timedOut);
+      return timedOut;
+    }
+    if (!state.completed && sqlState(err) === ABORTED) {
+      this.logger.error(LOGS.transactionAborted(claim.route, reason));
+      const aborted = IdempotencyException.of('transaction-aborted', MESSAGES.transactionAborted);
+      await this.service.release(claim, 'released', aborted);
+      return aborted;
+    }
+    const notCommitted = IdempotencyException.of('not-committed', MESSAGES.notCommitted);
+    if (state.completed && !ROLLED_BACK.has(sqlState(err))) {
+      // COMMIT was sent and may have landed: releasing could let a redelivery run the work twice.
+      this.logger.error(LOGS.commitUnknown(claim.route, reason));
+      this.reporter.settled(claim, 'not-stored', notCommitted);
+      return notCommitted;
+    }
+    this.logger.error(LOGS.transactionRolledBack(claim.route, reason));
+    await this.service.release(claim, 'released', notCommitted);
+    return notCommitted;
   }
 
   private route(options: InboxRunOptions): ResolvedRouteOptions {
@@ -76,10 +170,11 @@ export class IdempotencyInbox {
       const problem = keyViolation(MESSAGES.scope, scope, escapeScope(scope).length, this.options.maxScopeLength);
       if (problem) throw IdempotencyException.of('scope-invalid', problem);
     }
-    const id = `${options.consumer}\n${String(options.ttlMs)}`;
+    const id = `${options.consumer}\n${String(options.ttlMs)}\n${String(options.transactional)}`;
     let route = this.routes.get(id);
     if (!route) {
-      route = resolveRouteOptions(WHERE, options.consumer, { ttlMs: options.ttlMs, missingHeader: 'reject' }, this.options);
+      const { ttlMs, transactional } = options;
+      route = resolveRouteOptions(WHERE, options.consumer, { ttlMs, transactional, missingHeader: 'reject' }, this.options);
       this.routes.set(id, route);
     }
     return route;

@@ -14,25 +14,11 @@ import type { SqlExecutor } from './interfaces/idempotency-transactions.interfac
 import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
 import type { StoredResponse } from './interfaces/stored-response.interface.js';
 import { RecordBuilder } from './record.builder.js';
+import { ABORTED, ROLLED_BACK, sqlState } from './transactions/sql-states.js';
 import { withTimeout } from './utils/timeout.util.js';
 
 /** The lease ran out (the fenced completion matched no row, or its deadline passed): the key may be another request's. */
 class LeaseLost extends Error {}
-
-/**
- * SQLSTATEs of a COMMIT that PostgreSQL refused and rolled back (a SERIALIZABLE transaction's
- * serialization failure, a deadlock): the outcome is known, so the key can be freed.
- */
-const ROLLED_BACK = new Set(['40001', '40P01']);
-/** "current transaction is aborted": the handler swallowed an SQL error without a savepoint. */
-const ABORTED = '25P02';
-
-/** node-postgres errors carry the SQLSTATE as `code`; TypeORM wraps them in `driverError`. */
-function sqlState(err: unknown): string {
-  const e = err as { code?: unknown; driverError?: { code?: unknown } } | null | undefined;
-  const code = e?.code ?? e?.driverError?.code;
-  return typeof code === 'string' ? code : '';
-}
 
 const unavailable = (): IdempotencyException => IdempotencyException.of('store-unavailable', MESSAGES.unavailable);
 

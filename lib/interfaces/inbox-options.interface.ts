@@ -14,6 +14,12 @@ export interface InboxRunOptions {
   readonly payload?: unknown;
   /** How long the result is remembered, in ms. Default: the module's `ttlMs`. */
   readonly ttlMs?: number;
+  /**
+   * Runs the work in a transaction of the module's `transactions` port and commits the inbox record in
+   * it (`PostgresStore` only): the message is processed once with respect to the database, even when
+   * the broker redelivers after the commit. The work gets the transaction's executor. Default `false`.
+   */
+  readonly transactional?: boolean;
 }
 
 /** What {@link IdempotencyInbox.run} came to. */

@@ -48,6 +48,7 @@ import '../e2e/registrations.e2e.spec.js';
 import '../e2e/contexts.e2e.spec.js';
 import '../e2e/compression.e2e.spec.js';
 import '../e2e/inbox.e2e.spec.js';
+import '../postgres/inbox.postgres.spec.js';
 import '../unit/response.sealer.spec.js';
 import '../unit/redis-cache.options.spec.js';
 import '../unit/in-memory.cache.spec.js';
