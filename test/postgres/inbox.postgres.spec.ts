@@ -127,7 +127,7 @@ describePg('IdempotencyInbox, transactional, on PostgreSQL', () => {
     const order = key();
     const swallowing = async (sql: SqlExecutor | undefined) => {
       await record(order)(sql);
-      await sql!.query('SELECT 1 / 0').catch(() => undefined);
+      await sql!.query('SELECT 1 / 0', []).catch(() => undefined);
       return 'done';
     };
     expect(await box.run(order, { consumer: 'Shipping', transactional: true }, swallowing).catch(codeOf)).toBe(
