@@ -1,9 +1,9 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { IdempotentReplay } from './exceptions/idempotent-replay.exception.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
 import { OutcomeReporter } from './events/outcome.reporter.js';
-import { CONFIG_ERRORS, LOGS, MESSAGES } from './idempotency.messages.js';
+import { CONFIG_ERRORS, MESSAGES } from './idempotency.messages.js';
 import { IdempotencyService } from './idempotency.service.js';
 import { InboxContext } from './inbox/inbox.context.js';
 import type { ActiveClaim } from './interfaces/active-claim.interface.js';
@@ -14,7 +14,7 @@ import type { StoredResponse } from './interfaces/stored-response.interface.js';
 import { LeaseRenewer } from './lease.renewer.js';
 import { RecordBuilder } from './record.builder.js';
 import { resolveRouteOptions } from './options/route-options.resolver.js';
-import { ABORTED, ROLLED_BACK, sqlState } from './transactions/sql-states.js';
+import { LeaseLost, TransactionFailures } from './transaction.failures.js';
 import { escapeScope, keyViolation } from './utils/key.util.js';
 
 const WHERE = 'IdempotencyInbox.run()';
@@ -29,9 +29,6 @@ const stored = (value: unknown): StoredResponse => ({
   body: Buffer.from(JSON.stringify(value) ?? ''),
 });
 
-/** The completion matched no row: the lease ran out and the key may be another delivery's. */
-class LeaseLost extends Error {}
-
 /** The work to run once: in transactional mode it gets the transaction's executor. */
 export type InboxWork<T> = (sql: SqlExecutor | undefined) => T | Promise<T>;
 
@@ -43,7 +40,6 @@ export type InboxWork<T> = (sql: SqlExecutor | undefined) => T | Promise<T>;
  */
 @Injectable()
 export class IdempotencyInbox {
-  private readonly logger = new Logger('Idempotency');
   /** One resolved route per consumer and ttl: checked once, not on every message. */
   private readonly routes = new Map<string, ResolvedRouteOptions>();
 
@@ -52,6 +48,7 @@ export class IdempotencyInbox {
     private readonly leases: LeaseRenewer,
     private readonly records: RecordBuilder,
     private readonly reporter: OutcomeReporter,
+    private readonly failures: TransactionFailures,
     @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
   ) {}
 
@@ -117,47 +114,10 @@ export class IdempotencyInbox {
         state.completed = true;
       });
     } catch (err) {
-      throw await this.failed(claim, err, state);
+      throw (await this.failures.settle(claim, err, state, 'key')) ?? err;
     }
     this.reporter.settled(claim, 'executed', 200);
     return value;
-  }
-
-  /** What a failed transaction comes to: the key freed when its writes are known to be rolled back; the error to throw. */
-  private async failed(claim: ActiveClaim, err: unknown, state: { started: boolean; completed: boolean; failed: boolean }) {
-    const reason = err instanceof Error ? err.message : String(err);
-    if (state.failed) {
-      await this.service.release(claim);
-      return err;
-    }
-    if (!state.started) {
-      this.logger.error(LOGS.beginFailed(claim.route, reason));
-      const unavailable = IdempotencyException.of('store-unavailable', MESSAGES.unavailable);
-      await this.service.release(claim, 'store-unavailable', unavailable);
-      return unavailable;
-    }
-    if (err instanceof LeaseLost) {
-      this.logger.warn(LOGS.transactionLost(claim.route));
-      const timedOut = IdempotencyException.of('transaction-timed-out', MESSAGES.transactionTimedOut('key'));
-      this.reporter.settled(claim, 'not-stored', timedOut);
-      return timedOut;
-    }
-    if (!state.completed && sqlState(err) === ABORTED) {
-      this.logger.error(LOGS.transactionAborted(claim.route, reason));
-      const aborted = IdempotencyException.of('transaction-aborted', MESSAGES.transactionAborted);
-      await this.service.release(claim, 'released', aborted);
-      return aborted;
-    }
-    const notCommitted = IdempotencyException.of('not-committed', MESSAGES.notCommitted);
-    if (state.completed && !ROLLED_BACK.has(sqlState(err))) {
-      // COMMIT was sent and may have landed: releasing could let a redelivery run the work twice.
-      this.logger.error(LOGS.commitUnknown(claim.route, reason));
-      this.reporter.settled(claim, 'not-stored', notCommitted);
-      return notCommitted;
-    }
-    this.logger.error(LOGS.transactionRolledBack(claim.route, reason));
-    await this.service.release(claim, 'released', notCommitted);
-    return notCommitted;
   }
 
   private route(options: InboxRunOptions): ResolvedRouteOptions {

@@ -36,6 +36,7 @@ import { LeaseRenewer } from './lease.renewer.js';
 import { OpenApiExplorer } from './openapi/openapi.explorer.js';
 import { resolveModuleOptions } from './options/module-options.resolver.js';
 import { RouteOptionsRegistry } from './route-options.registry.js';
+import { TransactionFailures } from './transaction.failures.js';
 import { TransactionRunner } from './transaction.runner.js';
 import { InMemoryStore } from './stores/in-memory.store.js';
 
@@ -88,6 +89,7 @@ const PROVIDERS = [
   RecordBuilder,
   RecordCommitter,
   LeaseRenewer,
+  TransactionFailures,
   TransactionRunner,
   IdempotencyExplorer,
   openApiExplorer,

@@ -8,21 +8,16 @@ import { IdempotencyObserver } from './events/idempotency.observer.js';
 import { OutcomeReporter } from './events/outcome.reporter.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
 import { LOGS, MESSAGES, FAILURES } from './idempotency.messages.js';
-import { IdempotencyService } from './idempotency.service.js';
 import type { ActiveClaim } from './interfaces/active-claim.interface.js';
 import type { SqlExecutor } from './interfaces/idempotency-transactions.interface.js';
 import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
 import type { StoredResponse } from './interfaces/stored-response.interface.js';
 import { RecordBuilder } from './record.builder.js';
-import { ABORTED, ROLLED_BACK, sqlState } from './transactions/sql-states.js';
+import { LeaseLost, TransactionFailures } from './transaction.failures.js';
+import { ROLLED_BACK, sqlState } from './transactions/sql-states.js';
 import { withTimeout } from './utils/timeout.util.js';
 
-/** The lease ran out (the fenced completion matched no row, or its deadline passed): the key may be another request's. */
-class LeaseLost extends Error {}
-
 const unavailable = (): IdempotencyException => IdempotencyException.of('store-unavailable', MESSAGES.unavailable);
-
-const reason = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
 /** `response`, unless the claim's lease ends first: the transaction must not wait for ever. One timer, transactional requests only. */
 function beforeLeaseEnds(response: Promise<StoredResponse>, claim: ActiveClaim): Promise<StoredResponse> {
@@ -46,7 +41,7 @@ export class TransactionRunner {
   private readonly logger = new Logger('Idempotency');
 
   constructor(
-    private readonly service: IdempotencyService,
+    private readonly failures: TransactionFailures,
     @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
     private readonly observer: IdempotencyObserver,
     private readonly reporter: OutcomeReporter,
@@ -122,7 +117,11 @@ export class TransactionRunner {
         .run(work)
         .then(
           () => void this.reporter.settled(claim, 'executed', committed),
-          (err: unknown) => this.failed(claim, err, { started, completed, handlerError }),
+          (err: unknown) =>
+            this.failures
+              .settle(claim, err, { started, failed: handlerError !== undefined, completed }, this.options.headerName)
+              // The handler's own error, or BEGIN's, is answered below; the others replace the response.
+              .then((answer) => (answer && started ? errorResponse(answer, this.options) : undefined)),
         )
         .then((instead) => {
           if (handlerError && ROLLED_BACK.has(sqlState(handlerError.error))) {
@@ -148,51 +147,5 @@ export class TransactionRunner {
       // transaction, and its own result is what commits.
       return run.teardown;
     });
-  }
-
-  /**
-   * After a rollback, or a COMMIT that failed: frees the key when the writes are known to be rolled
-   * back, and says what the client gets instead of the handler's response.
-   */
-  private async failed(
-    claim: ActiveClaim,
-    err: unknown,
-    state: { started: boolean; completed: boolean; handlerError?: object },
-  ): Promise<StoredResponse | undefined> {
-    if (state.handlerError) {
-      // The handler threw: its writes are rolled back, so a retry runs it again.
-      await this.service.release(claim);
-      return undefined;
-    }
-    if (!state.started) {
-      // No transaction, so no handler: BEGIN failed.
-      this.logger.error(LOGS.beginFailed(claim.route, reason(err)));
-      await this.service.release(claim, 'store-unavailable', unavailable());
-      return undefined;
-    }
-    if (err instanceof LeaseLost) {
-      // Not ours any more: the request that took the key over answers retries.
-      this.logger.warn(LOGS.transactionLost(claim.route));
-      const timedOut = IdempotencyException.of('transaction-timed-out', MESSAGES.transactionTimedOut(this.options.headerName));
-      this.reporter.settled(claim, 'not-stored', timedOut);
-      return errorResponse(timedOut, this.options);
-    }
-    if (!state.completed && sqlState(err) === ABORTED) {
-      // Deterministic: every attempt would abort the same way. Not retryable, and the key is freed.
-      this.logger.error(LOGS.transactionAborted(claim.route, reason(err)));
-      const aborted = IdempotencyException.of('transaction-aborted', MESSAGES.transactionAborted);
-      await this.service.release(claim, 'released', aborted);
-      return errorResponse(aborted, this.options);
-    }
-    const notCommitted = IdempotencyException.of('not-committed', MESSAGES.notCommitted);
-    if (state.completed && !ROLLED_BACK.has(sqlState(err))) {
-      // COMMIT was sent and may have landed: releasing could let a retry run the handler twice.
-      this.logger.error(LOGS.commitUnknown(claim.route, reason(err)));
-      this.reporter.settled(claim, 'not-stored', notCommitted);
-    } else {
-      this.logger.error(LOGS.transactionRolledBack(claim.route, reason(err)));
-      await this.service.release(claim, 'released', notCommitted);
-    }
-    return errorResponse(notCommitted, this.options);
   }
 }

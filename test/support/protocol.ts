@@ -17,6 +17,7 @@ import { RecordBuilder } from '../../lib/record.builder.js';
 import { RecordCommitter } from '../../lib/record.committer.js';
 import { RequestFingerprinter } from '../../lib/request.fingerprinter.js';
 import { RouteOptionsRegistry } from '../../lib/route-options.registry.js';
+import { TransactionFailures } from '../../lib/transaction.failures.js';
 import { TransactionRunner } from '../../lib/transaction.runner.js';
 import { ScriptedStore } from './scripted-store.js';
 
@@ -45,7 +46,7 @@ export function createProtocol(options: IdempotencyModuleOptions = {}, moduleRef
   const routes = new RouteOptionsRegistry(resolved);
   const leases = new LeaseRenewer(resolved, observer);
   renewers.add(leases);
-  const transactions = new TransactionRunner(service, resolved, observer, reporter, records);
+  const transactions = new TransactionRunner(new TransactionFailures(service, reporter), resolved, observer, reporter, records);
   const interceptor = new IdempotencyInterceptor(service, routes, leases, transactions, identities, fingerprints);
   return { store, options: resolved, identities, observer, service, begin, routes, leases, interceptor };
 }

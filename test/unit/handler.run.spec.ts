@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it, jest } from '@jest/globals';
+import { describe, expect, it, jest } from '@jest/globals';
 import { Logger, StreamableFile } from '@nestjs/common';
 import { Readable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
@@ -9,10 +9,6 @@ import { FakeResponse } from '../support/fake-response.js';
 import { tick } from '../support/timing.js';
 
 type Adapter = 'express' | 'fastify';
-
-afterEach(() => {
-  jest.restoreAllMocks();
-});
 
 /** A run on a fake response, as either adapter hands it to an interceptor; what `ended` was given is kept. */
 function runOn(adapter: Adapter, holdBack?: boolean) {
