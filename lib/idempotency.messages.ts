@@ -93,8 +93,8 @@ export const LOGS = {
   unreadable: (route: string, reason: string) => `${route}: answering 503: ${reason}`,
   takenOver: (route: string) => `${route}: response not stored: the claim had expired and the key was taken over`,
   commitFailed: (route: string) =>
-    `${route}: response not stored: the store did not answer while the lease was held; the claim expires with its lease`,
-  commitRetrying: (route: string, reason: string) => `${route}: commit failed, retrying while the lease is held: ${reason}`,
+    `${route}: response not stored: the store did not answer for a lease; the claim expires with its lease`,
+  commitRetrying: (route: string, reason: string) => `${route}: commit failed, retrying for a lease: ${reason}`,
   committedLate: (route: string) => `${route}: response stored after the commit was retried`,
   tooLargeToStore: (route: string, bytes: number, max: number) =>
     `${route}: response of ${bytes} bytes is over maxResponseBytes (${max}): the key keeps a response-too-large record instead`,

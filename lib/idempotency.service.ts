@@ -89,11 +89,9 @@ export class IdempotencyService {
       route: route.id,
       leaseMs: route.leaseMs,
       claimedAt: Date.now(),
-      heldUntil: 0,
       method: call.method,
       storeMs: 0,
     };
-    claim.heldUntil = claim.claimedAt + route.leaseMs;
     let outcome;
     const startedAt = this.observer.now();
     try {

@@ -130,12 +130,8 @@ export class LeaseRenewer {
     this.renewing = false;
     this.failures = 0;
     this.observer.stored('renew', startedAt);
-    // Sent at `now` at the earliest: the lease runs at least that long from there.
     batch.forEach((c, i) => {
-      if (answers[i]) {
-        c.heldUntil = now + leaseMs;
-        return;
-      }
+      if (answers[i]) return;
       // Committed or released since the renewal was sent (or while it waited): not a loss.
       if (!this.held.has(c) || c.settling) return;
       this.held.delete(c);

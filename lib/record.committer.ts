@@ -59,8 +59,9 @@ export class RecordCommitter {
     // take) must not hold the key until maxHoldMs.
     const deadline = Date.now() + claim.leaseMs;
     for (let pause = COMMIT_RETRY_MS; ; pause = Math.min(pause * 2, MAX_COMMIT_RETRY_MS)) {
-      // Past the lease as far as this process knows (or a renewal found it gone), a fenced commit can only fail: give up.
-      let giveUp = Date.now() + pause >= Math.min(claim.heldUntil, deadline);
+      // A commit past the lease still lands if nobody took the key over, so the lease does not end the
+      // retries; a renewal that found the claim taken does.
+      let giveUp = Date.now() + pause >= deadline;
       if (!giveUp) {
         await new Promise((r) => setTimeout(r, pause));
         giveUp = claim.lost === true;

@@ -17,11 +17,6 @@ export interface ActiveClaim {
   readonly claimedAt: number;
   /** The request's HTTP method, for events; `undefined` outside HTTP. */
   readonly method: string | undefined;
-  /**
-   * Until when (epoch ms) the lease is surely held: the time the claim or its last successful renewal
-   * was sent, plus the lease. A commit that failed is tried again until then.
-   */
-  heldUntil: number;
   /** A commit or release is under way: a renewal that finds the claim gone is no loss. */
   settling?: boolean;
   /** A renewal found the claim gone while the handler ran: another request may hold the key now. */

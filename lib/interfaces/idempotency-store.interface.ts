@@ -57,8 +57,11 @@ export type PeekedEntry = HeldEntry & { readonly expiresAt: number };
  * - `commit`, `release` and `renew` change the key only while it still holds the caller's own claim
  *   (same `owner`); they return `false` and change nothing otherwise, so a request whose lease ran out
  *   can never overwrite or delete the claim or record of the request that took the key over.
- * - A claim expires after its lease, a record after the `ttlMs` it was committed with; an expired
- *   entry behaves as absent.
+ * - A claim expires after its lease, a record after the `ttlMs` it was committed with; to `claim` an
+ *   expired entry behaves as absent. The owner token is the fence, not the clock: the owner's
+ *   `commit` still lands after its lease while nobody took the key over (on its lapsed claim, or on
+ *   the empty key where the store dropped it), so a handler that outlived its lease in a stall is
+ *   replayed, not run again.
  * - A claim and the record that replaces it are one entry (for stores with a bound on entries).
  */
 export interface IdempotencyStore {
@@ -98,8 +101,9 @@ export interface IdempotencyStore {
   forget?(key: string): Promise<boolean>;
   /**
    * {@link commit}, as a statement on `sql`: the connection of the caller's own transaction, so the
-   * record commits with the handler's writes or not at all. Only stores with it serve
-   * `transactional: true` routes (PostgresStore).
+   * record commits with the handler's writes or not at all, and only within the claim's lease (the
+   * route's `transactionTimeoutMs`, never renewed). Only stores with it serve `transactional: true`
+   * routes (PostgresStore).
    */
   completeIn?(sql: SqlExecutor, key: string, owner: string, record: IdempotencyRecord, ttlMs: number): Promise<boolean>;
   /**

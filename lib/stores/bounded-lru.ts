@@ -162,6 +162,11 @@ export class BoundedLru {
     return e;
   }
 
+  /** The entry under `key`, expired or not: an expired claim is still its owner's until another takes the key. */
+  protected held(key: string): Entry | undefined {
+    return this.entries.get(key);
+  }
+
   /** Adds an entry, evicting one at the bound; `null` when nothing may be evicted. */
   protected insert(key: string, value: unknown, kind: number, expiresAt: number, queue: number): Entry | null {
     const group = this.groupOf(key);

@@ -123,8 +123,9 @@ export class InMemoryStore extends BoundedLru implements IdempotencyStore {
     return { state: 'in-flight', fingerprint: (e.value as Claim).fingerprint };
   }
 
+  // Past its lease too: the owner token is the fence, and expiry only lets a new claimant take over.
   private ownClaim(key: string, owner: string): Entry | undefined {
-    const e = this.live(key);
+    const e = this.held(key);
     return e && e.kind === CLAIM_KIND && (e.value as Claim).owner === owner ? e : undefined;
   }
 }

@@ -22,6 +22,9 @@ import { SqlSweeper } from './sql.sweeper.js';
 import { held, type HeldRow } from './sql.rows.js';
 import { encodeRecord } from './store-value.codec.js';
 
+/** The transactional completion's fence on the clock: under REPEATABLE READ a lapsed claim another took must match nothing. */
+const IN_LEASE = ' AND expires_at > clock_timestamp()';
+
 type ClaimRow = { claimed: true } | ({ claimed: false; record_size: number | null; version: string } & HeldRow);
 
 /**
@@ -137,39 +140,37 @@ export class PostgresStore implements IdempotencyStore {
    * hands back `[rows, count]` for one), so a SELECT counts the updated rows: always one row.
    */
   async completeIn(sql: SqlExecutor, key: string, owner: string, record: IdempotencyRecord, ttlMs: number): Promise<boolean> {
-    return this.completeValue(sql, key, owner, encodeRecord(record), ttlMs);
+    return this.completeValue(sql, key, owner, encodeRecord(record), ttlMs, IN_LEASE);
   }
 
-  private async completeValue(sql: SqlExecutor, key: string, owner: string, value: Buffer, ttlMs: number): Promise<boolean> {
+  // A commit lands on the owner's claim, lapsed or not; a completion in the handler's transaction only
+  // within its lease (`within`): `transactionTimeoutMs`, never renewed, past which the work rolls back.
+  private async completeValue(sql: SqlExecutor, key: string, owner: string, value: Buffer, ttl: number, within = '') {
     const [row] = (await sql.query(
       `WITH done AS (UPDATE ${this.qualified()} SET state = 1, owner = NULL, record = $1,
          expires_at = clock_timestamp() + $2::bigint * interval '1 millisecond'
-       WHERE key = $3 AND owner = $4 AND state = 0 AND expires_at > clock_timestamp() RETURNING 1)
+       WHERE key = $3 AND owner = $4 AND state = 0${within} RETURNING 1)
        SELECT count(*)::int AS completed FROM done`,
-      [value, ttlMs, key, owner],
+      [value, ttl, key, owner],
     )) as { completed: number }[];
     return row.completed === 1;
   }
 
   async release(key: string, owner: string): Promise<boolean> {
-    return this.fenced(
-      URGENT,
-      `DELETE FROM ${this.qualified()} WHERE key = $1 AND owner = $2 AND state = 0 AND expires_at > clock_timestamp()`,
-      [key, owner],
-    );
+    return this.fenced(URGENT, `DELETE FROM ${this.qualified()} WHERE key = $1 AND owner = $2 AND state = 0`, [key, owner]);
   }
 
   async renew(key: string, owner: string, leaseMs: number): Promise<boolean> {
     return (await this.renewAll([{ key, owner }], leaseMs))[0];
   }
 
-  /** Every claim in one UPDATE: one round trip per tick, whatever the number of running handlers. */
+  /** Every claim in one UPDATE, one round trip per tick; a lapsed claim nobody took is renewed too. */
   async renewAll(claims: readonly OwnedKey[], leaseMs: number): Promise<boolean[]> {
     const rows = (await this.run(
       RENEWAL,
       `UPDATE ${this.qualified()} AS r SET expires_at = clock_timestamp() + $3::bigint * interval '1 millisecond'
        FROM unnest($1::text[], $2::text[]) AS c(key, owner)
-       WHERE r.key = c.key AND r.owner = c.owner AND r.state = 0 AND r.expires_at > clock_timestamp()
+       WHERE r.key = c.key AND r.owner = c.owner AND r.state = 0
        RETURNING r.key, r.owner`,
       [claims.map((c) => c.key), claims.map((c) => c.owner), leaseMs],
     )) as { key: string; owner: string }[];

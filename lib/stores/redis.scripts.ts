@@ -2,8 +2,9 @@ import type { RedisClientLike } from './redis-store.options.js';
 
 // One script per operation, each a single round trip on a single key (so a Cluster routes it by
 // that key). The client sends them with EVALSHA, falling back to EVAL once per script on NOSCRIPT.
-// Commit, release and renew act only while the key holds the caller's claim: the stored value must
-// start with "C<owner>\n" (ARGV[1]); the owner is a random token without newlines. That is the fencing.
+// Commit, release and renew act only while the key holds the caller's claim (commit also on a missing
+// key, below): the stored value must start with "C<owner>\n" (ARGV[1]); the owner is a random token
+// without newlines. That is the fencing.
 const OWNS = `local v = redis.call('GET', KEYS[1])
 local owns = v and string.sub(v, 1, #ARGV[1]) == ARGV[1]`;
 export const SCRIPTS = {
@@ -24,8 +25,10 @@ local v = redis.call('GET', KEYS[1])
 if v and redis.sha1hex(v) ~= ARGV[1] then return v end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 return false`,
+  // A lapsed claim is gone from Redis (its PX): a missing key means nobody took it over since, so
+  // the late owner's commit still lands; another claim or a record refuses it.
   nestjsIdempotencyCommit: `${OWNS}
-if owns then redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 end
+if owns or not v then redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 end
 return 0`,
   nestjsIdempotencyRelease: `${OWNS}
 if owns then return redis.call('DEL', KEYS[1]) end

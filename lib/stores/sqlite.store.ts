@@ -35,7 +35,7 @@ interface Statements {
   peek: SqliteStatementLike;
   forget: SqliteStatementLike;
   claim: (key: string, claim: IdempotencyClaim, now: number) => HeldRow | undefined;
-  renewAll: (claims: readonly OwnedKey[], until: number, now: number) => boolean[];
+  renewAll: (claims: readonly OwnedKey[], until: number) => boolean[];
   /** Runs one synchronous piece of work with SQLite's own lock wait cut short. */
   briefly: <T>(work: () => T) => T;
 }
@@ -99,16 +99,11 @@ export class SqliteStore implements IdempotencyStore {
 
   async commit(key: string, owner: string, record: IdempotencyRecord, ttlMs: number): Promise<boolean> {
     const value = encodeRecord(record);
-    return (
-      (await this.locked((s) => {
-        const now = this.now();
-        return s.commit.run(value, now + ttlMs, key, owner, now).changes;
-      })) === 1
-    );
+    return (await this.locked((s) => s.commit.run(value, this.now() + ttlMs, key, owner).changes)) === 1;
   }
 
   async release(key: string, owner: string): Promise<boolean> {
-    return (await this.locked((s) => s.release.run(key, owner, this.now()).changes)) === 1;
+    return (await this.locked((s) => s.release.run(key, owner).changes)) === 1;
   }
 
   async renew(key: string, owner: string, leaseMs: number): Promise<boolean> {
@@ -117,10 +112,7 @@ export class SqliteStore implements IdempotencyStore {
 
   /** Every claim in one transaction. */
   async renewAll(claims: readonly OwnedKey[], leaseMs: number): Promise<boolean[]> {
-    return this.locked((s) => {
-      const now = this.now();
-      return s.renewAll(claims, now + leaseMs, now);
-    });
+    return this.locked((s) => s.renewAll(claims, this.now() + leaseMs));
   }
 
   /** Deletes expired rows in batches. */
@@ -180,10 +172,11 @@ export class SqliteStore implements IdempotencyStore {
       if (takeOrInsert.get(key, c.fingerprint, c.owner, now + c.leaseMs, now)) return undefined;
       return live.get(key, now) as HeldRow;
     });
-    const mine = `key = ? AND owner = ? AND state = 0 AND expires_at > ?`;
+    // The owner token fences, not the clock: a lapsed claim is its owner's until another takes the key.
+    const mine = `key = ? AND owner = ? AND state = 0`;
     const renew = db.prepare(`UPDATE ${t} SET expires_at = ? WHERE ${mine}`);
-    const renewAll = db.transaction((claims: readonly OwnedKey[], until: number, now: number) =>
-      claims.map((c) => renew.run(until, c.key, c.owner, now).changes === 1),
+    const renewAll = db.transaction((claims: readonly OwnedKey[], until: number) =>
+      claims.map((c) => renew.run(until, c.key, c.owner).changes === 1),
     );
     this.sweeper.start();
     return {
@@ -197,7 +190,7 @@ export class SqliteStore implements IdempotencyStore {
       ),
       // IMMEDIATE: the write lock is taken at the start, so two processes never deadlock upgrading a read.
       claim: (key, c, now) => claim.immediate(key, c, now),
-      renewAll: (claims, until, now) => renewAll.immediate(claims, until, now),
+      renewAll: (claims, until) => renewAll.immediate(claims, until),
       briefly,
     };
   }

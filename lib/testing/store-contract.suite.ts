@@ -71,10 +71,12 @@ export function storeContract(
         assert.strictEqual(await store.forget!(k), true);
         assert.strictEqual(await store.peek!(k), undefined);
         same(await store.claim(k, claim('c')), { state: 'claimed' });
-        // A claim forgotten under its running handler: that handler can no longer commit or renew.
+        // A claim forgotten under its running handler: that handler can no longer renew, and once a
+        // retry claims the key, no longer commit (before that a store may let it, as after a lapse).
         assert.strictEqual(await store.forget!(k), true);
-        assert.strictEqual(await store.commit(k, 'c', sampleRecord('fp-1'), 5000), false);
         assert.strictEqual(await store.renew(k, 'c', 5000), false);
+        same(await store.claim(k, claim('d')), { state: 'claimed' });
+        assert.strictEqual(await store.commit(k, 'c', sampleRecord('fp-1'), 5000), false);
       });
 
     // Only where the suite can write a raw value the way the store keeps records.
@@ -187,7 +189,7 @@ export function storeContract(
       same(await store.claim(k, claim('b')), { state: 'claimed' });
     });
 
-    test('an unrenewed lease expires; the late owner can no longer commit', async () => {
+    test("an unrenewed lease expires: another may take the key, and the late owner's commit is refused then", async () => {
       const k = key();
       await store.claim(k, claim('slow', 'fp-1', 100));
       await pause(160);
@@ -196,6 +198,20 @@ export function storeContract(
       assert.strictEqual(await store.commit(k, 'next', sampleRecord('fresh'), 5000), true);
       const outcome = await store.claim(k, claim('z'));
       assert.strictEqual(outcome.state === 'completed' && outcome.record.fingerprint, 'fresh');
+    });
+
+    // The owner token is the fence; expiry only lets a new claimant in. A handler that outlived its
+    // lease (a stalled process, a slow renewal) still stores its response if nobody took the key, so a
+    // retry replays it instead of running the handler a second time. A store may keep the lapsed claim
+    // (and commit over it) or drop it (and commit on the empty key).
+    test('a late owner whose lapsed claim nobody took over still commits', async () => {
+      const k = key();
+      await store.claim(k, claim('slow', 'fp-1', 100));
+      await pause(160);
+      assert.strictEqual(await store.commit(k, 'slow', sampleRecord('late'), 5000), true);
+      const outcome = await store.claim(k, claim('z'));
+      assert.strictEqual(outcome.state === 'completed' && outcome.record.fingerprint, 'late');
+      assert.strictEqual(await store.commit(k, 'slow', sampleRecord('again'), 5000), false);
     });
 
     test('renewal keeps a claim past its first lease', async () => {

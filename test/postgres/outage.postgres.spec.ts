@@ -49,7 +49,7 @@ describePg.each(ADAPTERS)('PostgreSQL outage on %s', (adapter) => {
       expect(res.status).toBe(201);
       expect(res.body.txId).toMatch(/^tx-\d+$/);
       expect(warnings).toHaveBeenCalledWith(
-        expect.stringContaining('TestController.create: commit failed, retrying while the lease is held'),
+        expect.stringContaining('TestController.create: commit failed, retrying for a lease'),
       );
     } finally {
       await server.resume();

@@ -169,6 +169,18 @@ describePg('PostgresStore', () => {
     expect(await store.commit('dead', 'crashed', sampleRecord('fp'), 5000)).toBe(false);
   });
 
+  it("a lapsed claim nobody took is still its owner's: renewed, released, committed", async () => {
+    const store = await ownStore({ sweepIntervalMs: 0 });
+    for (const k of ['renewed', 'released', 'committed']) await store.claim(k, claim('late', 'fp', 50));
+    await sleep(80);
+    expect(await store.renewAll([{ key: 'renewed', owner: 'late' }], 60_000)).toEqual([true]);
+    expect(await store.claim('renewed', claim('b'))).toEqual({ state: 'in-flight', fingerprint: 'fp' });
+    expect(await store.release('released', 'late')).toBe(true);
+    expect(await store.peek('released')).toBeUndefined();
+    expect(await store.commit('committed', 'late', sampleRecord('late'), 5000)).toBe(true);
+    expect((await store.peek('committed'))?.state).toBe('completed');
+  });
+
   it('two pods sweeping at once never fail and never delete a live row', async () => {
     const url = await database();
     const a = new PostgresStore({ connectionString: url, sweepIntervalMs: 0 });

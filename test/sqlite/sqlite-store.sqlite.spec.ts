@@ -105,13 +105,34 @@ describe('SqliteStore', () => {
     now += 99;
     expect((await s.claim('lease', claim('c'))).state).toBe('in-flight');
     now += 1;
-    expect(await s.renew('lease', 'a', 100)).toBe(false); // its lease ended: no longer its claim
+    // Its lease ended: the sweep deletes the claim, and with it what its late owner could renew.
     expect(await s.sweep()).toBe(1);
     const rows = database.prepare('SELECT key FROM idempotency_records ORDER BY key').all();
     expect(rows).toEqual([{ key: 'kept' }]);
+    expect(await s.renew('lease', 'a', 100)).toBe(false);
     expect(await s.claim('lease', claim('c'))).toEqual({ state: 'claimed' });
     now += 10_000;
     expect(await s.sweep()).toBe(2);
+  });
+
+  it("a lapsed claim nobody took is still its owner's: renewed, released, committed; taken, it is not", async () => {
+    let now = 1_000_000;
+    const s = store({ database: new Database(':memory:'), now: () => now, sweepIntervalMs: 0 });
+    await s.claim('k', claim('late', 100));
+    now += 150;
+    expect(await s.renew('k', 'late', 100)).toBe(true);
+    expect((await s.claim('k', claim('b'))).state).toBe('in-flight');
+    now += 150;
+    expect(await s.release('k', 'late')).toBe(true);
+    await s.claim('k', claim('b', 100));
+    now += 150;
+    expect(await s.commit('k', 'b', sampleRecord('late'), 1_000)).toBe(true);
+    expect((await s.claim('j', claim('slow', 100))).state).toBe('claimed');
+    now += 150;
+    expect((await s.claim('j', claim('next'))).state).toBe('claimed');
+    expect(await s.renew('j', 'slow', 100)).toBe(false);
+    expect(await s.commit('j', 'slow', sampleRecord('stale'), 1_000)).toBe(false);
+    expect(await s.release('j', 'slow')).toBe(false);
   });
 
   it('sweeps by itself every sweepIntervalMs', async () => {

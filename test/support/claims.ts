@@ -14,7 +14,6 @@ export function activeClaim(over: Partial<ActiveClaim> = {}): ActiveClaim {
     route: 'Pay.create',
     leaseMs: 60_000,
     claimedAt,
-    heldUntil: claimedAt + (over.leaseMs ?? 60_000),
     method: 'POST',
     storeMs: 0,
     ...over,

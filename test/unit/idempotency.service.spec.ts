@@ -94,7 +94,6 @@ describe('IdempotencyService.begin: the key', () => {
       route: 'Pay.create',
       leaseMs: 900,
       claimedAt: expect.any(Number),
-      heldUntil: claim.claimedAt + 900,
       method: 'POST',
       storeMs: 0,
     });
@@ -664,7 +663,7 @@ describe('IdempotencyService: commit and release', () => {
     expect(held.settling).toBe(true);
     expect(store.calls).toHaveLength(1);
     expect(settled).toBe(false);
-    expect(log.warnings).toHaveBeenCalledWith('Pay.create: commit failed, retrying while the lease is held: down');
+    expect(log.warnings).toHaveBeenCalledWith('Pay.create: commit failed, retrying for a lease: down');
     await jest.advanceTimersByTimeAsync(99);
     expect(store.calls).toHaveLength(1);
     await jest.advanceTimersByTimeAsync(1);
@@ -701,7 +700,7 @@ describe('IdempotencyService: commit and release', () => {
     );
   });
 
-  it('gives a failed commit up once the lease is no longer surely held, or was lost', async () => {
+  it('gives a failed commit up after one lease, or once a renewal found the claim taken', async () => {
     jest.useFakeTimers({ now: 0 });
     const { store, service } = setup();
     store.commitAnswer = () => Promise.reject(new Error('down'));
@@ -712,7 +711,7 @@ describe('IdempotencyService: commit and release', () => {
     expect(store.calls).toHaveLength(4);
     expect(settled).toBe(true);
     expect(log.errors).toHaveBeenCalledWith(
-      'Pay.create: response not stored: the store did not answer while the lease was held; the claim expires with its lease',
+      'Pay.create: response not stored: the store did not answer for a lease; the claim expires with its lease',
     );
     store.calls.length = 0;
     const lost = activeClaim({ claimedAt: 1_000, leaseMs: 60_000 });
@@ -726,8 +725,7 @@ describe('IdempotencyService: commit and release', () => {
     jest.useFakeTimers({ now: 0 });
     const { store, service } = setup();
     store.commitAnswer = () => Promise.reject(new Error('value too large'));
-    // Renewed far ahead, as a store that renews but refuses the commit would keep it.
-    const renewed = activeClaim({ claimedAt: 0, leaseMs: 1_000, heldUntil: 600_000 });
+    const renewed = activeClaim({ claimedAt: 0, leaseMs: 1_000 });
     let settled = false;
     await service.commit(renewed, response, () => (settled = true));
     await jest.advanceTimersByTimeAsync(1_000);

@@ -31,6 +31,21 @@ describe('InMemoryStore as an idempotency store', () => {
     expect(await c.claim('k', claim('x'))).toMatchObject({ state: 'completed', record: { fingerprint: 'fresh' } });
   });
 
+  it("a lapsed claim nobody took is still its owner's: renewed, then released or committed", async () => {
+    let now = 0;
+    const c = new InMemoryStore({ now: () => now });
+    await c.claim('k', claim('late', 'fp', 100));
+    now = 150;
+    expect(await c.renew('k', 'late', 100)).toBe(true);
+    expect(await c.claim('k', claim('b'))).toEqual({ state: 'in-flight', fingerprint: 'fp' });
+    now = 300;
+    expect(await c.release('k', 'late')).toBe(true);
+    expect(await c.claim('k', claim('b', 'fp', 100))).toEqual({ state: 'claimed' });
+    now = 500;
+    expect(await c.commit('k', 'b', record('late'), 1000)).toBe(true);
+    expect(await c.claim('k', claim('x'))).toMatchObject({ state: 'completed', record: { fingerprint: 'late' } });
+  });
+
   it('a lease expires unless renewed; a record lives ttlMs to the millisecond', async () => {
     let now = 0;
     const c = new InMemoryStore({ now: () => now });

@@ -54,7 +54,6 @@ describe('LeaseRenewer', () => {
     expect(batches[0][0][7]).toEqual({ key: 'idem:%:k7', owner: 'o7' });
     expect(batches[0][1]).toBe(30);
     expect(store.calls).toEqual([]);
-    expect(held[0].heldUntil).toBe(5_010 + 30);
     for (const c of held) leases.unhold(c);
     await leases.drain();
   });
@@ -151,7 +150,6 @@ describe('LeaseRenewer', () => {
     store.renewAnswer = async () => true;
     await jest.advanceTimersByTimeAsync(200);
     expect(store.calls).toHaveLength(4);
-    expect(mine.heldUntil).toBe(1_350 + 3_000);
     expect(log.warnings).not.toHaveBeenCalled();
     leases.unhold(mine);
     await leases.drain();

@@ -67,7 +67,8 @@ describe('the shipped store contract (nestjs-idempotency/testing)', () => {
       'keys are data: SQL, Lua and JSON look-alikes are stored literally and kept apart',
       'fencing: commit, release and renew by another owner change nothing',
       'release frees the key for a retry',
-      'an unrenewed lease expires; the late owner can no longer commit',
+      "an unrenewed lease expires: another may take the key, and the late owner's commit is refused then",
+      'a late owner whose lapsed claim nobody took over still commits',
       'renewal keeps a claim past its first lease',
       "renewAll renews each of the caller's claims in one call and refuses the rest, answering in order",
       'a record expires after its ttl',
@@ -97,7 +98,7 @@ describe('the shipped store contract (nestjs-idempotency/testing)', () => {
     const { failed } = await failures(() => new UnfencedStore(), { without: ['ping', 'peek', 'forget', 'renewAll'] });
     expect(failed).toEqual([
       'fencing: commit, release and renew by another owner change nothing',
-      'an unrenewed lease expires; the late owner can no longer commit',
+      "an unrenewed lease expires: another may take the key, and the late owner's commit is refused then",
     ]);
   }, 60_000);
 
@@ -123,6 +124,9 @@ describe('the shipped store contract (nestjs-idempotency/testing)', () => {
       'never lets a lease lapse': (inner) => ({ claim: (k, c) => inner.claim(k, { ...c, leaseMs: 3_600_000 }) }),
       'answers a renewal without renewing': (inner) => ({ renew: async (k) => (await inner.peek(k))?.state === 'in-flight' }),
       'keeps records past their ttl': (inner) => ({ commit: (k, o, r) => inner.commit(k, o, r, 3_600_000) }),
+      'refuses the commit of a lapsed claim nobody took over': (inner) => ({
+        commit: async (k, o, r, t) => (await inner.peek(k))?.state === 'in-flight' && inner.commit(k, o, r, t),
+      }),
       'answers yes to every renewAll': () => ({ renewAll: async (claims) => claims.map(() => true) }),
       'folds % and _ out of keys': (inner) => {
         const fold = (k: string) => k.replace(/[%_]/g, '');
@@ -177,7 +181,7 @@ describe('the shipped store contract (nestjs-idempotency/testing)', () => {
       'says a release freed what it did not': ['fencing: commit, release and renew by another owner change nothing'],
       'never lets a lease lapse': [
         'peek reads a claim and a record with their expiry and changes nothing; forget deletes either, unfenced',
-        'an unrenewed lease expires; the late owner can no longer commit',
+        "an unrenewed lease expires: another may take the key, and the late owner's commit is refused then",
         "renewAll renews each of the caller's claims in one call and refuses the rest, answering in order",
       ],
       'answers a renewal without renewing': [
@@ -188,6 +192,7 @@ describe('the shipped store contract (nestjs-idempotency/testing)', () => {
         'peek reads a claim and a record with their expiry and changes nothing; forget deletes either, unfenced',
         'a record expires after its ttl',
       ],
+      'refuses the commit of a lapsed claim nobody took over': ['a late owner whose lapsed claim nobody took over still commits'],
       'answers yes to every renewAll': [
         "renewAll renews each of the caller's claims in one call and refuses the rest, answering in order",
       ],
