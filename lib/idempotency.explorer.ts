@@ -4,7 +4,6 @@ import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.i
 import {
   IDEMPOTENCY_MODULE_OPTIONS,
   NEST_METHOD_METADATA,
-  NEST_PATTERN_METADATA,
   NEST_RESPONSE_PARAM_TYPES,
   NEST_RESPONSE_PASSTHROUGH_METADATA,
   NEST_ROUTE_ARGS_METADATA,
@@ -32,7 +31,7 @@ export class IdempotencyExplorer implements OnModuleInit {
   ) {}
 
   async onModuleInit(): Promise<void> {
-    this.refuseOutsideHttp();
+    this.refuseOnProviders();
     for (const { type, name, handler, where } of findIdempotentHandlers(
       this.discovery,
       this.scanner,
@@ -51,21 +50,11 @@ export class IdempotencyExplorer implements OnModuleInit {
   }
 
   /**
-   * `@Idempotent()` deduplicates HTTP requests only. On a message handler (`@MessagePattern`,
-   * `@EventPattern`) or a provider's method (a GraphQL resolver) it would do nothing at all, and a
-   * decorator that promises deduplication and silently does nothing is the worst outcome.
+   * On a provider's method (a GraphQL resolver) `@Idempotent()` would do nothing at all, and a
+   * decorator that promises deduplication and silently does nothing is the worst outcome. Message
+   * handlers of controllers are explored with the routes.
    */
-  private refuseOutsideHttp(): void {
-    for (const wrapper of this.discovery.getControllers()) {
-      const prototype = (wrapper.metatype as { prototype?: Record<string, unknown> } | undefined)?.prototype;
-      if (!prototype) continue;
-      for (const name of this.scanner.getAllMethodNames(prototype)) {
-        const handler = prototype[name] as object;
-        if (this.routes.isIdempotent(handler) && Reflect.getMetadata(NEST_PATTERN_METADATA, handler) !== undefined) {
-          throw new Error(`@Idempotent() on ${wrapper.metatype!.name}.${name}(): ${CONFIG_ERRORS.messageHandler}`);
-        }
-      }
-    }
+  private refuseOnProviders(): void {
     const seen = new Set<object>();
     for (const wrapper of this.discovery.getProviders()) {
       const type = wrapper.metatype as { name: string; prototype?: Record<string, unknown> } | null | undefined;

@@ -13,6 +13,7 @@ import { IdentityResolverLoader } from './identity-resolver.loader.js';
 import type { ActiveClaim } from './interfaces/active-claim.interface.js';
 import type { StoredResponse } from './interfaces/stored-response.interface.js';
 import { LeaseRenewer } from './lease.renewer.js';
+import { MessageRunner } from './message.runner.js';
 import { RequestFingerprinter } from './request.fingerprinter.js';
 import { RouteOptionsRegistry } from './route-options.registry.js';
 import { TransactionRunner } from './transaction.runner.js';
@@ -45,6 +46,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     private readonly routes: RouteOptionsRegistry,
     private readonly leases: LeaseRenewer,
     private readonly transactions: TransactionRunner,
+    private readonly messages: MessageRunner,
     identities: IdentityResolverLoader,
     fingerprints: RequestFingerprinter,
   ) {
@@ -52,7 +54,11 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
-    if (context.getType() !== 'http') return next.handle();
+    const type = context.getType();
+    if (type !== 'http') {
+      if (type !== 'rpc') return next.handle();
+      return this.messages.handle(context, next, this.routes.resolve(context.getClass(), context.getHandler()));
+    }
     const http = context.switchToHttp();
     const request = http.getRequest<HttpRequestLike>();
     // An @All() route also serves safe methods, which have nothing to deduplicate.

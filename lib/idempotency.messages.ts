@@ -14,6 +14,7 @@ export const MESSAGES = {
     `${header} starts with a quote but is not a valid Structured Field String (RFC 9651): unterminated, a bad escape, or something after the closing quote`,
   forbiddenChar: (what: string, index: number) => `${what} has a control character or space at index ${index}`,
   inFlight: (header: string) => `${header} in-flight; retry shortly`,
+  messageKey: 'the message has no idempotency key: give it data.idempotencyKey, or read it with keyFrom',
   reused: (header: string) => `${header} was already used for a different request`,
   tooDeep: 'request body is nested too deeply',
   unreadBody:
@@ -210,7 +211,7 @@ export const CONFIG_ERRORS = {
   events: 'events must be a function (event) => void or an injectable class with onIdempotencyEvent(event)',
   boolean: (name: string, got: unknown) => `${name} must be true or false, got ${shown(got)}`,
   fingerprint: (got: unknown) => `fingerprint must be 'canonical', 'raw' or a function (req) => value, got ${String(got)}`,
-  missingHeader: (got: unknown) => `missingHeader must be 'reject' or 'pass-through', got ${String(got)}`,
+  missingHeader: (got: unknown, name = 'missingHeader') => `${name} must be 'reject' or 'pass-through', got ${String(got)}`,
   identity: 'identity must be a function (req) => string or an injectable resolver class',
   unknownOption: (key: string, near: string | undefined, valid: readonly string[]) =>
     `unknown option ${JSON.stringify(key)}${near ? ` (did you mean ${near}?)` : ''}; valid: ${valid.join(', ')}`,
@@ -233,10 +234,10 @@ export const CONFIG_ERRORS = {
     `the identity resolver ${name} cannot be built: ${reason}. Register it as a provider of a module the controller can reach; a REQUEST-scoped resolver is resolved for each request`,
   streamType:
     'a route declared to return a StreamableFile is never stored, so a retry would run it again; return the bytes (a Buffer or a value) instead',
-  messageHandler:
-    'message handlers (@MessagePattern, @EventPattern) are not supported yet: only HTTP route handlers are deduplicated; remove the decorator and call IdempotencyInbox.run() in the handler',
+  onlyOn: (option: string, handlers: string) => `${option} is an option of ${handlers} only`,
+  keyFrom: 'keyFrom must be a function (data, context) => string, the message id',
   notARoute:
-    'only HTTP route handlers of controllers are deduplicated; on a provider method (a GraphQL resolver, a service) it would do nothing, so it is refused; remove the decorator (IdempotencyInbox.run() deduplicates any other code)',
+    'only the route and message handlers of controllers are deduplicated; on a provider method (a GraphQL resolver, a service) it would do nothing, so it is refused; remove the decorator (IdempotencyInbox.run() deduplicates any other code)',
   transactionalStreamType: 'transactional: true cannot return a StreamableFile: a stream cannot be recorded before COMMIT',
   maxEntries: (got: unknown) => `InMemoryStore: maxEntries must be a positive integer, got ${shown(got)}`,
   quotas: 'InMemoryStore: prefixQuotas needs non-empty prefixes and non-negative integer quotas',

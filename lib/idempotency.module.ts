@@ -12,6 +12,8 @@ import { DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core
 import { ResponseSealer } from './encryption/response.sealer.js';
 import { IdempotencyAdmin } from './idempotency.admin.js';
 import { IdempotencyInbox } from './idempotency.inbox.js';
+import { InboxRunner } from './inbox.runner.js';
+import { MessageRunner } from './message.runner.js';
 import { IdempotencyHealthIndicator } from './health/idempotency.health-indicator.js';
 import { IdempotencyObserver } from './events/idempotency.observer.js';
 import { OutcomeReporter } from './events/outcome.reporter.js';
@@ -91,6 +93,8 @@ const PROVIDERS = [
   LeaseRenewer,
   TransactionFailures,
   TransactionRunner,
+  InboxRunner,
+  MessageRunner,
   IdempotencyExplorer,
   openApiExplorer,
   IdempotencyInterceptor,
@@ -111,6 +115,7 @@ const EXPORTS = [
   RequestFingerprinter,
   LeaseRenewer,
   TransactionRunner,
+  MessageRunner,
   IdempotencyInterceptor,
   IdempotencyExceptionFilter,
 ];

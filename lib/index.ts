@@ -25,6 +25,7 @@ export type {
   FingerprintFunction,
   FingerprintMode,
   IdempotentOptions,
+  MessageKeyFunction,
   MissingHeaderPolicy,
   ReplayFlag,
 } from './interfaces/idempotent-options.interface.js';

@@ -1,5 +1,10 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { IDEMPOTENCY_MODULE_OPTIONS, IDEMPOTENT_ROUTE_METADATA, NEST_HOST_METADATA } from './idempotency.constants.js';
+import {
+  IDEMPOTENCY_MODULE_OPTIONS,
+  IDEMPOTENT_ROUTE_METADATA,
+  NEST_HOST_METADATA,
+  NEST_PATTERN_METADATA,
+} from './idempotency.constants.js';
 import type { IdempotentOptions } from './interfaces/idempotent-options.interface.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
 import { resolveRouteOptions } from './options/route-options.resolver.js';
@@ -25,7 +30,8 @@ export class RouteOptionsRegistry {
     let resolved = this.routes.get(handler);
     if (!resolved) {
       const route = (Reflect.getMetadata(IDEMPOTENT_ROUTE_METADATA, handler) ?? {}) as IdempotentOptions;
-      resolved = resolveRouteOptions(where, `${type.name}.${handler.name}`, route, this.options);
+      const message = Reflect.getMetadata(NEST_PATTERN_METADATA, handler) !== undefined;
+      resolved = resolveRouteOptions(where, `${type.name}.${handler.name}`, route, this.options, message);
       if (Reflect.getMetadata(NEST_HOST_METADATA, type) !== undefined) resolved = { ...resolved, hostScoped: true };
       this.routes.set(handler, resolved);
     }

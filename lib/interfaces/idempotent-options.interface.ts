@@ -17,7 +17,22 @@ export interface IdempotentOptions {
   transactional?: boolean;
   /** How this route fingerprints request bodies, replacing the module's `fingerprint`. */
   fingerprint?: FingerprintMode;
+  /**
+   * Message handlers (`@MessagePattern()`, `@EventPattern()`): reads the message's id, the key, from
+   * its data and context. Default: `data.idempotencyKey`, a non-empty string.
+   */
+  keyFrom?: MessageKeyFunction;
+  /** Message handlers: what to do with a message without a key. Default `'reject'` (an RpcException). */
+  missingKey?: MissingHeaderPolicy;
 }
+
+/**
+ * The id of a message, e.g. `(data, ctx) => ctx.switchToRpc().getContext().getMessage().properties.messageId`
+ * on RabbitMQ. `undefined` or an empty string: the message has no key (see `missingKey`).
+ */
+// `any`: the transport's payload, whatever the producer sent.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type MessageKeyFunction = (data: any, context: ExecutionContext) => string | undefined;
 
 /**
  * What the body part of a request's fingerprint is made of.

@@ -3,7 +3,13 @@ import type { ResolvedEncryption } from './idempotency-encryption.interface.js';
 import type { IdempotencyEventsOption } from './idempotency-event.interface.js';
 import type { IdempotencyStore } from './idempotency-store.interface.js';
 import type { IdempotencyTransactions } from './idempotency-transactions.interface.js';
-import type { ErrorFormat, FingerprintMode, MissingHeaderPolicy, ReplayFlag } from './idempotent-options.interface.js';
+import type {
+  ErrorFormat,
+  FingerprintMode,
+  MessageKeyFunction,
+  MissingHeaderPolicy,
+  ReplayFlag,
+} from './idempotent-options.interface.js';
 import type { IdempotencyIdentity } from './identity-resolver.interface.js';
 
 /**
@@ -59,4 +65,6 @@ export interface ResolvedRouteOptions {
    * scope, so each host (tenant) has records of its own.
    */
   readonly hostScoped?: boolean;
+  /** A message handler's: how its key is read (`missingHeader` is then its `missingKey`). */
+  readonly message?: { readonly keyFrom: MessageKeyFunction | undefined };
 }

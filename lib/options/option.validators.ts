@@ -77,9 +77,14 @@ export function integerIn(where: string, name: string, value: unknown, fallback:
   return n;
 }
 
-export function missingHeaderPolicy(where: string, value: unknown, fallback: MissingHeaderPolicy): MissingHeaderPolicy {
+export function missingHeaderPolicy(
+  where: string,
+  value: unknown,
+  fallback: MissingHeaderPolicy,
+  name?: string,
+): MissingHeaderPolicy {
   if (value === undefined) return fallback;
-  if (value !== 'reject' && value !== 'pass-through') fail(where, CONFIG_ERRORS.missingHeader(value));
+  if (value !== 'reject' && value !== 'pass-through') fail(where, CONFIG_ERRORS.missingHeader(value, name));
   return value;
 }
 

@@ -5,17 +5,28 @@ import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from '../interf
 import { CANONICAL_TAG, functionTag, RAW_TAG } from '../utils/fingerprint-tag.util.js';
 import { fail, fingerprintMode, identityOption, integerIn, missingHeaderPolicy, refuseUnknownKeys } from './option.validators.js';
 
-const ROUTE_KEYS = ['ttlMs', 'identity', 'missingHeader', 'transactional', 'fingerprint'] as const;
+const ROUTE_KEYS = ['ttlMs', 'identity', 'missingHeader', 'transactional', 'fingerprint', 'keyFrom', 'missingKey'] as const;
+/** What reads an HTTP request, and what reads a message: each refused on the other kind of handler. */
+const HTTP_ONLY = ['identity', 'missingHeader', 'fingerprint'] as const;
+const MESSAGE_ONLY = ['keyFrom', 'missingKey'] as const;
 
-/** Validates `@Idempotent()` options against the module's; `where` names the handler in errors. */
+/**
+ * Validates `@Idempotent()` options against the module's; `where` names the handler in errors.
+ * `message`: the handler is a `@MessagePattern()` / `@EventPattern()` one.
+ */
 export function resolveRouteOptions(
   where: string,
   id: string,
   route: IdempotentOptions,
   module: ResolvedIdempotencyOptions,
+  message = false,
 ): ResolvedRouteOptions {
   if (route === null || typeof route !== 'object') fail(where, CONFIG_ERRORS.notAnObject);
   refuseUnknownKeys(where, route, ROUTE_KEYS, undefined);
+  const [wrong, handlers] = message ? [HTTP_ONLY, 'HTTP routes'] : [MESSAGE_ONLY, 'message handlers'];
+  for (const option of wrong) if (route[option] !== undefined) fail(where, CONFIG_ERRORS.onlyOn(option, handlers));
+  const { keyFrom } = route;
+  if (keyFrom !== undefined && typeof keyFrom !== 'function') fail(where, CONFIG_ERRORS.keyFrom);
   const transactional = route.transactional ?? false;
   if (typeof transactional !== 'boolean') fail(where, CONFIG_ERRORS.transactional);
   if (transactional && !module.transactions) fail(where, CONFIG_ERRORS.noTransactions);
@@ -24,12 +35,16 @@ export function resolveRouteOptions(
   return {
     id,
     ttlMs: integerIn(where, 'ttlMs', route.ttlMs, module.ttlMs, 1, MAX_TTL_MS),
-    missingHeader: missingHeaderPolicy(where, route.missingHeader, module.missingHeader),
+    missingHeader: message
+      ? missingHeaderPolicy(where, route.missingKey, 'reject', 'missingKey')
+      : missingHeaderPolicy(where, route.missingHeader, module.missingHeader),
     fingerprint,
     fingerprintTag:
       typeof fingerprint === 'function' ? functionTag(fingerprint) : fingerprint === 'raw' ? RAW_TAG : CANONICAL_TAG,
-    identity: 'identity' in route ? identityOption(where, route.identity) : module.identity,
+    // A message is in no caller's scope: the module's resolver reads HTTP requests.
+    identity: message ? undefined : 'identity' in route ? identityOption(where, route.identity) : module.identity,
     transactional,
     leaseMs: transactional ? module.transactionTimeoutMs : module.leaseMs,
+    ...(message && { message: { keyFrom } }),
   };
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { Controller, Injectable, Post, StreamableFile } from '@nestjs/common';
+import { Body, Controller, Injectable, Post, StreamableFile } from '@nestjs/common';
 import { EventPattern, MessagePattern, Transport } from '@nestjs/microservices';
 import { Idempotent, IdempotencyModule } from '../../lib/index.js';
 import { ADAPTERS, startApp } from '../support/app.js';
@@ -7,7 +7,7 @@ import { ADAPTERS, startApp } from '../support/app.js';
 @Controller()
 class MessagesController {
   @MessagePattern('charge')
-  @Idempotent()
+  @Idempotent({ identity: () => 'tenant' })
   charge(data: { amount: number }) {
     return { charged: data.amount };
   }
@@ -16,9 +16,18 @@ class MessagesController {
 @Controller()
 class EventsController {
   @EventPattern('charged')
-  @Idempotent()
+  @Idempotent({ keyFrom: 'id' as never })
   charged(data: { id: number }) {
     return data.id;
+  }
+}
+
+@Controller('pay')
+class RouteWithKeyFrom {
+  @Post()
+  @Idempotent({ keyFrom: () => 'k' })
+  pay(@Body() body: object) {
+    return body;
   }
 }
 
@@ -55,21 +64,25 @@ const refusal = async (adapter: (typeof ADAPTERS)[number], metadata: Parameters<
 // H23 (issue 22 item 9): @Idempotent() on a message handler of a hybrid app, or on a resolver,
 // started without a word and deduplicated nothing. H32 (item 18): a declared StreamableFile booted.
 describe.each(ADAPTERS)('@Idempotent() where it cannot deduplicate, on %s', (adapter) => {
-  it('refuses a @MessagePattern handler of a hybrid application at bootstrap, naming it', async () => {
+  // Message handlers are deduplicated now (issue 26); what reads an HTTP request is refused on them.
+  it('refuses an HTTP-only option on a @MessagePattern handler of a hybrid application at bootstrap, naming it', async () => {
     expect(await refusal(adapter, { imports: [IdempotencyModule.forRoot()], controllers: [MessagesController] })).toBe(
-      '@Idempotent() on MessagesController.charge(): message handlers (@MessagePattern, @EventPattern) are not supported yet: only HTTP route handlers are deduplicated; remove the decorator and call IdempotencyInbox.run() in the handler',
+      '@Idempotent() on MessagesController.charge(): identity is an option of HTTP routes only',
     );
   });
 
-  it('refuses an @EventPattern handler', async () => {
-    expect(await refusal(adapter, { imports: [IdempotencyModule.forRoot()], controllers: [EventsController] })).toContain(
-      '@Idempotent() on EventsController.charged(): message handlers',
+  it('refuses a keyFrom that is no function on an @EventPattern handler, and keyFrom on a route', async () => {
+    expect(await refusal(adapter, { imports: [IdempotencyModule.forRoot()], controllers: [EventsController] })).toBe(
+      '@Idempotent() on EventsController.charged(): keyFrom must be a function (data, context) => string, the message id',
+    );
+    expect(await refusal(adapter, { imports: [IdempotencyModule.forRoot()], controllers: [RouteWithKeyFrom] })).toBe(
+      '@Idempotent() on RouteWithKeyFrom.pay(): keyFrom is an option of message handlers only',
     );
   });
 
   it('refuses a provider method (a GraphQL resolver)', async () => {
     expect(await refusal(adapter, { imports: [IdempotencyModule.forRoot()], providers: [PaymentsResolver] })).toBe(
-      '@Idempotent() on PaymentsResolver.createPayment(): only HTTP route handlers of controllers are deduplicated; on a provider method (a GraphQL resolver, a service) it would do nothing, so it is refused; remove the decorator (IdempotencyInbox.run() deduplicates any other code)',
+      '@Idempotent() on PaymentsResolver.createPayment(): only the route and message handlers of controllers are deduplicated; on a provider method (a GraphQL resolver, a service) it would do nothing, so it is refused; remove the decorator (IdempotencyInbox.run() deduplicates any other code)',
     );
   });
 

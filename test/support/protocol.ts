@@ -18,6 +18,8 @@ import { RecordCommitter } from '../../lib/record.committer.js';
 import { RequestFingerprinter } from '../../lib/request.fingerprinter.js';
 import { RouteOptionsRegistry } from '../../lib/route-options.registry.js';
 import { TransactionFailures } from '../../lib/transaction.failures.js';
+import { InboxRunner } from '../../lib/inbox.runner.js';
+import { MessageRunner } from '../../lib/message.runner.js';
 import { TransactionRunner } from '../../lib/transaction.runner.js';
 import { ScriptedStore } from './scripted-store.js';
 
@@ -46,8 +48,10 @@ export function createProtocol(options: IdempotencyModuleOptions = {}, moduleRef
   const routes = new RouteOptionsRegistry(resolved);
   const leases = new LeaseRenewer(resolved, observer);
   renewers.add(leases);
-  const transactions = new TransactionRunner(new TransactionFailures(service, reporter), resolved, observer, reporter, records);
-  const interceptor = new IdempotencyInterceptor(service, routes, leases, transactions, identities, fingerprints);
+  const failures = new TransactionFailures(service, reporter);
+  const transactions = new TransactionRunner(failures, resolved, observer, reporter, records);
+  const messages = new MessageRunner(new InboxRunner(service, leases, records, reporter, failures, resolved));
+  const interceptor = new IdempotencyInterceptor(service, routes, leases, transactions, messages, identities, fingerprints);
   return { store, options: resolved, identities, observer, service, begin, routes, leases, interceptor };
 }
 

@@ -88,6 +88,8 @@ describe('lib/ architecture (docs/architecture.md)', () => {
       'lease.renewer.ts',
       // The inbox is the protocol's second caller: messages, not requests.
       'idempotency.inbox.ts',
+      'inbox.runner.ts',
+      'message.runner.ts',
       ...all.map((f) => relative('lib', f)).filter((f) => /^(events|exceptions|interfaces|inbox)\//.test(f)),
     ];
     expect(protocol.filter((f) => all.includes(join('lib', f)))).toHaveLength(protocol.length);

@@ -47,10 +47,11 @@ async function endsUnrecorded(res: FakeResponse, store: { calls: unknown[][] }) 
 describe('IdempotencyInterceptor', () => {
   const log = spyOnLogger();
   destroyProtocolsAfterEach();
-  it('leaves non-HTTP contexts and safe methods (an @All() route) alone', async () => {
+  it('leaves contexts other than HTTP and messages (WebSockets, GraphQL) and safe methods (an @All() route) alone', async () => {
     const { interceptor, store, context, req } = setup();
     const source = of(1);
-    expect(await interceptor.intercept(context('rpc'), next(source))).toBe(source);
+    expect(await interceptor.intercept(context('ws'), next(source))).toBe(source);
+    expect(await interceptor.intercept(context('graphql'), next(source))).toBe(source);
     for (const method of ['GET', 'HEAD', 'OPTIONS', 'TRACE', 'SEARCH', 'PROPFIND', 'QUERY']) {
       req.method = method;
       expect(await interceptor.intercept(context(), next(source))).toBe(source);

@@ -26,6 +26,44 @@ describe('resolveRouteOptions', () => {
     });
   });
 
+  it('a message handler reads its key with keyFrom, rejects keyless messages unless missingKey says so, and has no caller scope', () => {
+    const keyFrom = (data: { id: string }) => data.id;
+    expect(resolveRouteOptions('here', 'A.b', {}, base, true)).toEqual({
+      id: 'A.b',
+      ttlMs: 1000,
+      missingHeader: 'reject', // not the module's missingHeader: that is about HTTP headers
+      fingerprint: 'canonical',
+      fingerprintTag: '',
+      identity: undefined,
+      transactional: false,
+      leaseMs: 60_000,
+      message: { keyFrom: undefined },
+    });
+    expect(resolveRouteOptions('here', 'A.b', { keyFrom, missingKey: 'pass-through' }, base, true)).toMatchObject({
+      missingHeader: 'pass-through',
+      message: { keyFrom },
+    });
+    expect(() => resolveRouteOptions('here', 'A.b', { missingKey: 'skip' as never }, base, true)).toThrow(
+      "here: missingKey must be 'reject' or 'pass-through', got skip",
+    );
+    expect(() => resolveRouteOptions('here', 'A.b', { keyFrom: 'id' as never }, base, true)).toThrow(
+      'here: keyFrom must be a function (data, context) => string, the message id',
+    );
+    for (const option of ['identity', 'missingHeader', 'fingerprint'] as const) {
+      expect(() => resolveRouteOptions('here', 'A.b', { [option]: 'raw' }, base, true)).toThrow(
+        `here: ${option} is an option of HTTP routes only`,
+      );
+    }
+    for (const option of ['keyFrom', 'missingKey'] as const) {
+      expect(() => resolveRouteOptions('here', 'A.b', { [option]: 'reject' }, base)).toThrow(
+        `here: ${option} is an option of message handlers only`,
+      );
+    }
+    expect(() => resolveRouteOptions('here', 'A.b', { keyFrom: () => 'k' }, base)).toThrow(
+      'keyFrom is an option of message handlers only',
+    );
+  });
+
   it('a transactional route has the fixed transactionTimeoutMs lease, and needs the port and a store that completes in it', () => {
     const transactions: IdempotencyTransactions = { run: (work) => work({ query: () => Promise.resolve([]) }) };
     const store = Object.assign(new ScriptedStore(), { completeIn: () => Promise.resolve(true) });

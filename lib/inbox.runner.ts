@@ -1,0 +1,102 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { IdempotentReplay } from './exceptions/idempotent-replay.exception.js';
+import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
+import { OutcomeReporter } from './events/outcome.reporter.js';
+import { IdempotencyService } from './idempotency.service.js';
+import type { ActiveClaim } from './interfaces/active-claim.interface.js';
+import type { IdempotencyContext } from './interfaces/idempotency-context.interface.js';
+import type { SqlExecutor } from './interfaces/idempotency-transactions.interface.js';
+import type { InboxResult } from './interfaces/inbox-options.interface.js';
+import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
+import type { StoredResponse } from './interfaces/stored-response.interface.js';
+import { LeaseRenewer } from './lease.renewer.js';
+import { RecordBuilder } from './record.builder.js';
+import { LeaseLost, TransactionFailures } from './transaction.failures.js';
+
+const JSON_HEADERS = { 'content-type': 'application/json' };
+
+/** What a result is stored as: JSON (an `undefined` result as an empty body, read back as `undefined`). */
+const stored = (value: unknown): StoredResponse => ({
+  status: 200,
+  headers: JSON_HEADERS,
+  body: Buffer.from(JSON.stringify(value) ?? ''),
+});
+
+/** The work to run once: in transactional mode it gets the transaction's executor. */
+export type InboxWork<T> = (sql: SqlExecutor | undefined) => T | Promise<T>;
+
+/**
+ * Runs work once per key with no response to record, its result kept as JSON: what
+ * `IdempotencyInbox.run()` and `@Idempotent()` message handlers share. The caller has resolved the
+ * route and built the context (key, scope, fingerprint).
+ */
+@Injectable()
+export class InboxRunner {
+  constructor(
+    private readonly service: IdempotencyService,
+    private readonly leases: LeaseRenewer,
+    private readonly records: RecordBuilder,
+    private readonly reporter: OutcomeReporter,
+    private readonly failures: TransactionFailures,
+    @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+  ) {}
+
+  async run<T>(route: ResolvedRouteOptions, context: IdempotencyContext, work: InboxWork<T>): Promise<InboxResult<T>> {
+    let claim;
+    try {
+      if (this.leases.draining) throw this.service.shuttingDown();
+      claim = (await this.service.begin(context, route))!;
+    } catch (err) {
+      if (!(err instanceof IdempotentReplay)) throw err;
+      const { body } = err.response;
+      return { value: (body.length === 0 ? undefined : JSON.parse(body.toString('utf8'))) as T, duplicate: true };
+    }
+    if (route.transactional) return { value: await this.inTransaction(claim, work), duplicate: false };
+    this.leases.hold(claim);
+    let value: T;
+    try {
+      value = await work(undefined);
+    } catch (err) {
+      await this.service.release(claim).finally(() => this.leases.unhold(claim));
+      throw err;
+    }
+    await this.service.commit(claim, stored(value), () => this.leases.unhold(claim));
+    return { value, duplicate: false };
+  }
+
+  /**
+   * `work` and the fenced completion of the claim in one transaction of the `transactions` port: the
+   * record commits with the work's writes or not at all. The lease is `transactionTimeoutMs`, never
+   * renewed: a delivery after it may run the work again, and this one's completion then matches no
+   * row, so its writes roll back.
+   */
+  private async inTransaction<T>(claim: ActiveClaim, work: InboxWork<T>): Promise<T> {
+    const { transactions, store } = this.options;
+    const state = { started: false, completed: false, failed: false };
+    let value!: T;
+    try {
+      await transactions!.run(async (sql) => {
+        state.started = true;
+        try {
+          value = await work(sql);
+        } catch (err) {
+          state.failed = true;
+          throw err;
+        }
+        const done = await store.completeIn!(
+          sql,
+          claim.storeKey,
+          claim.owner,
+          this.records.record(claim, stored(value)),
+          claim.ttlMs,
+        );
+        if (!done) throw new LeaseLost();
+        state.completed = true;
+      });
+    } catch (err) {
+      throw (await this.failures.settle(claim, err, state, 'key')) ?? err;
+    }
+    this.reporter.settled(claim, 'executed', 200);
+    return value;
+  }
+}
