@@ -1,5 +1,6 @@
 import { type CallHandler, type ExecutionContext, Injectable } from '@nestjs/common';
 import { lastValueFrom, type Observable, of } from 'rxjs';
+import { IDEMPOTENCY_ERRORS } from './exceptions/idempotency-errors.table.js';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
 import { MESSAGES } from './idempotency.messages.js';
 import { InboxContext } from './inbox/inbox.context.js';
@@ -16,7 +17,9 @@ let rpcException: Promise<RpcExceptionType> | undefined;
 async function rpcError(err: IdempotencyException): Promise<Error> {
   rpcException ??= import('@nestjs/microservices').then((m) => m.RpcException as RpcExceptionType);
   const code = `IDEMPOTENCY_${err.code!.toUpperCase().replace(/-/g, '_')}`;
-  return new (await rpcException)({ code, status: err.getStatus(), message: err.reason });
+  // retryable: what Retry-After says on HTTP; the same message may be sent again later.
+  const { retryAfter: retryable } = IDEMPOTENCY_ERRORS[err.code!];
+  return new (await rpcException)({ code, status: err.getStatus(), retryable, message: err.reason });
 }
 
 function defaultKey(data: unknown): unknown {
@@ -27,7 +30,7 @@ function defaultKey(data: unknown): unknown {
  * Runs an `@Idempotent()` message handler (`@MessagePattern()`, `@EventPattern()`) once per message
  * key, as `IdempotencyInbox.run()` runs work: the handler's last value is its stored reply, a
  * duplicate gets that reply without running it, and the module's refusals reach the sender as an
- * `RpcException` whose error is `{ code, status, message }` (`IDEMPOTENCY_KEY_IN_FLIGHT`, …).
+ * `RpcException` whose error is `{ code, status, retryable, message }` (`IDEMPOTENCY_KEY_IN_FLIGHT`, …).
  */
 @Injectable()
 export class MessageRunner {

@@ -150,6 +150,7 @@ describe.each(transports.map((t) => [t.name, t] as const))('@Idempotent() messag
       Array.from({ length: 4 }, () => ({
         code: 'IDEMPOTENCY_KEY_IN_FLIGHT',
         status: 409,
+        retryable: true,
         message: 'idempotency-key in-flight; retry shortly',
       })),
     );
@@ -164,6 +165,7 @@ describe.each(transports.map((t) => [t.name, t] as const))('@Idempotent() messag
     expect(await refusal('charge', { idempotencyKey: 'm-3', amount: 2 })).toMatchObject({
       code: 'IDEMPOTENCY_KEY_REUSED',
       status: 422,
+      retryable: false,
     });
     expect(ledger.runs.get('charge:m-3')).toBe(1);
   });
@@ -178,6 +180,7 @@ describe.each(transports.map((t) => [t.name, t] as const))('@Idempotent() messag
     expect(await refusal('charge', { amount: 3 })).toEqual({
       code: 'IDEMPOTENCY_KEY_MISSING',
       status: 400,
+      retryable: false,
       message: 'the message has no idempotency key: give it data.idempotencyKey, or read it with keyFrom',
     });
     expect(ledger.runs.has('charge:undefined')).toBe(false);
