@@ -42,7 +42,8 @@ export class IdempotencyInbox {
   }
 
   private route(options: InboxRunOptions): ResolvedRouteOptions {
-    if (options === null || typeof options !== 'object' || !nonEmpty(options.consumer)) {
+    // From JavaScript anything may come: a primitive has no consumer either.
+    if (!nonEmpty((options as InboxRunOptions | null | undefined)?.consumer)) {
       throw new TypeError(CONFIG_ERRORS.inboxString('options.consumer'));
     }
     const { scope } = options;

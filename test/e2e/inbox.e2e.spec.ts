@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { INestApplicationContext } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import {
+  IdempotencyAdmin,
   type IdempotencyEvent,
   IdempotencyException,
   IdempotencyInbox,
@@ -103,6 +104,15 @@ describe.each(storeNames('IdempotencyInbox suite'))('IdempotencyInbox on %s', (n
       value: 5,
       duplicate: false,
     });
+    expect(await inbox.run(id, { consumer: 'Orders.created', payload, scope: 'tenant-c' }, () => 6)).toEqual({
+      value: 6,
+      duplicate: false,
+    });
+    // An operator finds each where IdempotencyAdmin looks: unscoped under no scope, the others under theirs.
+    const admin = app.get(IdempotencyAdmin);
+    expect(await admin.inspect(id)).toMatchObject({ state: 'completed' });
+    expect(await admin.inspect(id, { scope: 'tenant-b' })).toMatchObject({ state: 'completed' });
+    expect(await admin.inspect(id, { scope: 'tenant-d' })).toBeUndefined();
   });
 
   it('reports outcomes under the consumer, with no HTTP method', async () => {
@@ -157,7 +167,7 @@ describe('IdempotencyInbox arguments', () => {
         'IdempotencyInbox.run(): the key (the message id) must be a non-empty string',
       );
     }
-    for (const options of [{}, { consumer: '' }, null]) {
+    for (const options of [{}, { consumer: '' }, null, undefined, 'Orders']) {
       await expect(inbox.run('k', options as never, () => 1)).rejects.toThrow(
         'IdempotencyInbox.run(): options.consumer must be a non-empty string',
       );

@@ -2,11 +2,18 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/glob
 import type { INestApplicationContext } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import pg from 'pg';
-import { IdempotencyException, IdempotencyInbox, IdempotencyModule, PostgresStore, type SqlExecutor } from '../../lib/index.js';
+import {
+  type IdempotencyEvent,
+  IdempotencyException,
+  IdempotencyInbox,
+  IdempotencyModule,
+  PostgresStore,
+  type SqlExecutor,
+} from '../../lib/index.js';
 import { spyOnLogger } from '../support/logger.js';
 import { PgTransactions } from '../support/pg-transactions.js';
 import { PostgresServer, postgresAvailable } from '../support/postgres-server.js';
-import { sleep } from '../support/timing.js';
+import { sleep, until } from '../support/timing.js';
 
 const describePg = postgresAvailable('transactional inbox suite') ? describe : describe.skip;
 
@@ -26,6 +33,7 @@ const shipments = async (order: string) =>
 
 describePg('IdempotencyInbox, transactional, on PostgreSQL', () => {
   const logs = spyOnLogger();
+  const outcomes: [string, string][] = [];
   const apps: INestApplicationContext[] = [];
 
   beforeAll(async () => {
@@ -48,8 +56,9 @@ describePg('IdempotencyInbox, transactional, on PostgreSQL', () => {
     transactionTimeoutMs?: number,
   ): Promise<{ inbox: IdempotencyInbox; tx: PgTransactions }> {
     const store = new PostgresStore({ pool, sweepIntervalMs: 0 });
+    const events = (e: IdempotencyEvent) => void outcomes.push([String(e.route), e.outcome]);
     const moduleRef = await Test.createTestingModule({
-      imports: [IdempotencyModule.forRoot({ store, transactions: tx, transactionTimeoutMs })],
+      imports: [IdempotencyModule.forRoot({ store, transactions: tx, transactionTimeoutMs, events })],
     }).compile();
     const app = await moduleRef.createNestApplication({ logger: false }).init();
     apps.push(app);
@@ -64,6 +73,11 @@ describePg('IdempotencyInbox, transactional, on PostgreSQL', () => {
     const again = await box.run(order, { consumer: 'Shipping', transactional: true }, record(order));
     expect(again).toEqual({ value: first.value, duplicate: true });
     expect(await shipments(order)).toBe(1);
+    await until(() => outcomes.length === 2);
+    expect(outcomes).toEqual([
+      ['Shipping', 'executed'],
+      ['Shipping', 'replayed'],
+    ]);
   });
 
   it('work that throws after its write is rolled back with it, and the key is free', async () => {
@@ -145,7 +159,12 @@ describePg('IdempotencyInbox, transactional, on PostgreSQL', () => {
       await sleep(400);
       return done;
     };
-    expect(await box.run(order, { consumer: 'Shipping', transactional: true }, slow).catch(codeOf)).toBe('transaction-timed-out');
+    const late = await box.run(order, { consumer: 'Shipping', transactional: true }, slow).catch((err: unknown) => err);
+    expect(late).toMatchObject({
+      code: 'transaction-timed-out',
+      message:
+        'the request ran past its transaction timeout and was rolled back; another request with this key may be running, retry shortly',
+    });
     expect(await shipments(order)).toBe(0);
     expect(logs.warnings).toHaveBeenCalledWith(expect.stringContaining('Shipping: the transactional request ran past'));
   });
