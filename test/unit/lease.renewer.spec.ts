@@ -191,12 +191,18 @@ describe('LeaseRenewer', () => {
     jest.useFakeTimers();
     const { store, leases } = setup({ leaseMs: 30 });
     const mine = activeClaim();
+    const other = activeClaim({ storeKey: 'idem:%:other', owner: 'other' });
     leases.hold(mine);
+    leases.hold(other);
     let drained = false;
     void leases.drain().then(() => (drained = true));
     await jest.advanceTimersByTimeAsync(100);
     expect(drained).toBe(false);
     expect(store.calls.length).toBeGreaterThanOrEqual(9);
+    // A rolling deploy waits for every running handler, not the first to finish.
+    leases.unhold(other);
+    await jest.advanceTimersByTimeAsync(0);
+    expect(drained).toBe(false);
     leases.unhold(mine);
     await jest.advanceTimersByTimeAsync(0);
     expect(drained).toBe(true);
