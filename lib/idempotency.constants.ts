@@ -69,3 +69,9 @@ export const NEST_HOST_METADATA = 'host';
 export const NEST_METHOD_METADATA = 'method';
 /** `RouteParamtypes.RESPONSE` and `RouteParamtypes.NEXT`. */
 export const NEST_RESPONSE_PARAM_TYPES: readonly number[] = [1, 2];
+/** How long a RabbitMQ delivery waits before it is requeued (a duplicate in flight, a failed handler). */
+export const REQUEUE_DELAY_MS = 1_000;
+/** `maxAttempts` of a message handler with `ack: true`: deliveries of one id that may fail before it is dead-lettered. */
+export const DEFAULT_MAX_ATTEMPTS = 5;
+/** How many message ids the acknowledger counts failed attempts of, per process; the oldest is forgotten first. */
+export const ATTEMPT_COUNTS = 10_000;

@@ -14,7 +14,11 @@ export const MESSAGES = {
     `${header} starts with a quote but is not a valid Structured Field String (RFC 9651): unterminated, a bad escape, or something after the closing quote`,
   forbiddenChar: (what: string, index: number) => `${what} has a control character or space at index ${index}`,
   inFlight: (header: string) => `${header} in-flight; retry shortly`,
-  messageKey: 'the message has no idempotency key: give it data.idempotencyKey, or read it with keyFrom',
+  messageKey:
+    'the message has no idempotency key: give it a message id (RabbitMQ messageId, NATS Nats-Msg-Id) or data.idempotencyKey, or read it with keyFrom',
+  /** What a message's sender reads instead of the HTTP sentences that name the header. */
+  messageInFlight: 'a message with this key is being processed; send it again shortly',
+  messageReused: 'this key was already used for a message with other data',
   reused: (header: string) => `${header} was already used for a different request`,
   tooDeep: 'request body is nested too deeply',
   unreadBody:
@@ -97,6 +101,10 @@ export const LOGS = {
     `${route}: response not stored: the store did not answer for a lease; the claim expires with its lease`,
   commitRetrying: (route: string, reason: string) => `${route}: commit failed, retrying for a lease: ${reason}`,
   committedLate: (route: string) => `${route}: response stored after the commit was retried`,
+  deadLettered: (route: string, attempts: number) =>
+    `${route}: a message failed ${attempts} times; rejected without requeue (dead-lettered if its queue has a dead-letter exchange), its key freed`,
+  messageRejected: (route: string, code: string) =>
+    `${route}: a message was rejected without requeue (${code}): delivering it again cannot succeed`,
   tooLargeToStore: (route: string, bytes: number, max: number) =>
     `${route}: response of ${bytes} bytes is over maxResponseBytes (${max}): the key keeps a response-too-large record instead`,
   releaseFailed: (route: string, reason: string) => `${route}: claim not released, it expires with its lease: ${reason}`,
@@ -236,6 +244,7 @@ export const CONFIG_ERRORS = {
     'a route declared to return a StreamableFile is never stored, so a retry would run it again; return the bytes (a Buffer or a value) instead',
   onlyOn: (option: string, handlers: string) => `${option} is an option of ${handlers} only`,
   keyFrom: 'keyFrom must be a function (data, context) => string, the message id',
+  ack: 'ack must be true or false',
   notARoute:
     'only the route and message handlers of controllers are deduplicated; on a provider method (a GraphQL resolver, a service) it would do nothing, so it is refused; remove the decorator (IdempotencyInbox.run() deduplicates any other code)',
   transactionalStreamType: 'transactional: true cannot return a StreamableFile: a stream cannot be recorded before COMMIT',

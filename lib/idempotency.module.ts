@@ -13,6 +13,7 @@ import { ResponseSealer } from './encryption/response.sealer.js';
 import { IdempotencyAdmin } from './idempotency.admin.js';
 import { IdempotencyInbox } from './idempotency.inbox.js';
 import { InboxRunner } from './inbox.runner.js';
+import { MessageAcknowledger } from './message.acknowledger.js';
 import { MessageRunner } from './message.runner.js';
 import { IdempotencyHealthIndicator } from './health/idempotency.health-indicator.js';
 import { IdempotencyObserver } from './events/idempotency.observer.js';
@@ -94,6 +95,7 @@ const PROVIDERS = [
   TransactionFailures,
   TransactionRunner,
   InboxRunner,
+  MessageAcknowledger,
   MessageRunner,
   IdempotencyExplorer,
   openApiExplorer,

@@ -6,9 +6,14 @@ import { MESSAGES } from './idempotency.messages.js';
 import { InboxContext } from './inbox/inbox.context.js';
 import { InboxRunner } from './inbox.runner.js';
 import type { ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
+import { MessageAcknowledger } from './message.acknowledger.js';
+import { readMessageKey } from './message-key.reader.js';
 
-/** Where a message carries its key unless the handler's `keyFrom` says otherwise. */
-const KEY_FIELD = 'idempotencyKey';
+/** The HTTP sentences name the header; a message's sender reads these instead. */
+const MESSAGE_REASONS: Partial<Record<string, string>> = {
+  'key-in-flight': MESSAGES.messageInFlight,
+  'key-reused': MESSAGES.messageReused,
+};
 
 type RpcExceptionType = new (error: object) => Error;
 let rpcException: Promise<RpcExceptionType> | undefined;
@@ -19,11 +24,8 @@ async function rpcError(err: IdempotencyException): Promise<Error> {
   const code = `IDEMPOTENCY_${err.code!.toUpperCase().replace(/-/g, '_')}`;
   // retryable: what Retry-After says on HTTP; the same message may be sent again later.
   const { retryAfter: retryable } = IDEMPOTENCY_ERRORS[err.code!];
-  return new (await rpcException)({ code, status: err.getStatus(), retryable, message: err.reason });
-}
-
-function defaultKey(data: unknown): unknown {
-  return data !== null && typeof data === 'object' ? (data as Record<string, unknown>)[KEY_FIELD] : undefined;
+  const message = MESSAGE_REASONS[err.code!] ?? err.reason;
+  return new (await rpcException)({ code, status: err.getStatus(), retryable, message });
 }
 
 /**
@@ -34,21 +36,32 @@ function defaultKey(data: unknown): unknown {
  */
 @Injectable()
 export class MessageRunner {
-  constructor(private readonly inbox: InboxRunner) {}
+  constructor(
+    private readonly inbox: InboxRunner,
+    private readonly acks: MessageAcknowledger,
+  ) {}
 
   async handle(context: ExecutionContext, next: CallHandler, route: ResolvedRouteOptions): Promise<Observable<unknown>> {
-    const data: unknown = context.switchToRpc().getData();
-    const { keyFrom } = route.message!;
-    const key: unknown = keyFrom ? keyFrom(data, context) : defaultKey(data);
+    const { keyFrom, ack } = route.message!;
+    const key = readMessageKey(context, keyFrom);
+    const delivery = ack ? this.acks.delivery(context, route, key) : undefined;
+    const work = (): Promise<unknown> => lastValueFrom(next.handle(), { defaultValue: undefined });
     try {
-      if (typeof key !== 'string' || key === '') {
-        if (route.missingHeader === 'pass-through') return next.handle();
+      let value: unknown;
+      if (key !== undefined) {
+        const payload: unknown = context.switchToRpc().getData();
+        value = (await this.inbox.run(route, new InboxContext(key, { consumer: route.id, payload }), work)).value;
+      } else if (route.missingHeader === 'pass-through') {
+        // Unacknowledged deliveries wait for the handler here too; without ack, the handler's own stream is returned as it is.
+        if (!delivery) return next.handle();
+        value = await work();
+      } else {
         throw IdempotencyException.of('key-missing', MESSAGES.messageKey);
       }
-      const work = (): Promise<unknown> => lastValueFrom(next.handle(), { defaultValue: undefined });
-      const done = await this.inbox.run(route, new InboxContext(key, { consumer: route.id, payload: data }), work);
-      return of(done.value);
+      delivery?.done();
+      return of(value);
     } catch (err) {
+      delivery?.failed(err);
       throw err instanceof IdempotencyException && err.code ? await rpcError(err) : err;
     }
   }

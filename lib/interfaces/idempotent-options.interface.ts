@@ -19,11 +19,23 @@ export interface IdempotentOptions {
   fingerprint?: FingerprintMode;
   /**
    * Message handlers (`@MessagePattern()`, `@EventPattern()`): reads the message's id, the key, from
-   * its data and context. Default: `data.idempotencyKey`, a non-empty string.
+   * its data and context. Default: the transport's message id (RabbitMQ `properties.messageId`, NATS
+   * `Nats-Msg-Id` header), else `data.idempotencyKey`; a non-empty string.
    */
   keyFrom?: MessageKeyFunction;
   /** Message handlers: what to do with a message without a key. Default `'reject'` (an RpcException). */
   missingKey?: MissingHeaderPolicy;
+  /**
+   * RabbitMQ handlers of a queue consumed with `noAck: false`: the module acknowledges each delivery
+   * once its outcome is recorded, and the handler must not ack it. Refused and failed messages are
+   * requeued or rejected as the README's "Message handlers" says. Ignored on other transports. Default `false`.
+   */
+  ack?: boolean;
+  /**
+   * With `ack`: how many deliveries of one message id may fail (the handler threw) in this process
+   * before it is rejected without requeue, to the queue's dead-letter exchange if it has one. Default 5.
+   */
+  maxAttempts?: number;
 }
 
 /**

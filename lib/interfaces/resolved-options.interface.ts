@@ -66,5 +66,5 @@ export interface ResolvedRouteOptions {
    */
   readonly hostScoped?: boolean;
   /** A message handler's: how its key is read (`missingHeader` is then its `missingKey`). */
-  readonly message?: { readonly keyFrom: MessageKeyFunction | undefined };
+  readonly message?: { readonly keyFrom: MessageKeyFunction | undefined; readonly ack: boolean; readonly maxAttempts: number };
 }

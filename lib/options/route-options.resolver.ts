@@ -1,14 +1,24 @@
-import { MAX_TTL_MS } from '../idempotency.constants.js';
+import { DEFAULT_MAX_ATTEMPTS, MAX_TTL_MS } from '../idempotency.constants.js';
 import { CONFIG_ERRORS } from '../idempotency.messages.js';
 import type { IdempotentOptions } from '../interfaces/idempotent-options.interface.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from '../interfaces/resolved-options.interface.js';
 import { CANONICAL_TAG, functionTag, RAW_TAG } from '../utils/fingerprint-tag.util.js';
 import { fail, fingerprintMode, identityOption, integerIn, missingHeaderPolicy, refuseUnknownKeys } from './option.validators.js';
 
-const ROUTE_KEYS = ['ttlMs', 'identity', 'missingHeader', 'transactional', 'fingerprint', 'keyFrom', 'missingKey'] as const;
+const ROUTE_KEYS = [
+  'ttlMs',
+  'identity',
+  'missingHeader',
+  'transactional',
+  'fingerprint',
+  'keyFrom',
+  'missingKey',
+  'ack',
+  'maxAttempts',
+] as const;
 /** What reads an HTTP request, and what reads a message: each refused on the other kind of handler. */
 const HTTP_ONLY = ['identity', 'missingHeader', 'fingerprint'] as const;
-const MESSAGE_ONLY = ['keyFrom', 'missingKey'] as const;
+const MESSAGE_ONLY = ['keyFrom', 'missingKey', 'ack', 'maxAttempts'] as const;
 
 /**
  * Validates `@Idempotent()` options against the module's; `where` names the handler in errors.
@@ -25,8 +35,9 @@ export function resolveRouteOptions(
   refuseUnknownKeys(where, route, ROUTE_KEYS, undefined);
   const [wrong, handlers] = message ? [HTTP_ONLY, 'HTTP routes'] : [MESSAGE_ONLY, 'message handlers'];
   for (const option of wrong) if (route[option] !== undefined) fail(where, CONFIG_ERRORS.onlyOn(option, handlers));
-  const { keyFrom } = route;
+  const { keyFrom, ack = false } = route;
   if (keyFrom !== undefined && typeof keyFrom !== 'function') fail(where, CONFIG_ERRORS.keyFrom);
+  if (typeof ack !== 'boolean') fail(where, CONFIG_ERRORS.ack);
   const transactional = route.transactional ?? false;
   if (typeof transactional !== 'boolean') fail(where, CONFIG_ERRORS.transactional);
   if (transactional && !module.transactions) fail(where, CONFIG_ERRORS.noTransactions);
@@ -45,6 +56,8 @@ export function resolveRouteOptions(
     identity: message ? undefined : 'identity' in route ? identityOption(where, route.identity) : module.identity,
     transactional,
     leaseMs: transactional ? module.transactionTimeoutMs : module.leaseMs,
-    ...(message && { message: { keyFrom } }),
+    ...(message && {
+      message: { keyFrom, ack, maxAttempts: integerIn(where, 'maxAttempts', route.maxAttempts, DEFAULT_MAX_ATTEMPTS, 1, 1_000) },
+    }),
   };
 }

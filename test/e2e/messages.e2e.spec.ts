@@ -151,7 +151,7 @@ describe.each(transports.map((t) => [t.name, t] as const))('@Idempotent() messag
         code: 'IDEMPOTENCY_KEY_IN_FLIGHT',
         status: 409,
         retryable: true,
-        message: 'idempotency-key in-flight; retry shortly',
+        message: 'a message with this key is being processed; send it again shortly',
       })),
     );
     release();
@@ -162,10 +162,11 @@ describe.each(transports.map((t) => [t.name, t] as const))('@Idempotent() messag
 
   it('a key reused with other data is refused (IDEMPOTENCY_KEY_REUSED), never taken for a duplicate', async () => {
     await send('charge', { idempotencyKey: 'm-3', amount: 1 });
-    expect(await refusal('charge', { idempotencyKey: 'm-3', amount: 2 })).toMatchObject({
+    expect(await refusal('charge', { idempotencyKey: 'm-3', amount: 2 })).toEqual({
       code: 'IDEMPOTENCY_KEY_REUSED',
       status: 422,
       retryable: false,
+      message: 'this key was already used for a message with other data',
     });
     expect(ledger.runs.get('charge:m-3')).toBe(1);
   });
@@ -181,7 +182,8 @@ describe.each(transports.map((t) => [t.name, t] as const))('@Idempotent() messag
       code: 'IDEMPOTENCY_KEY_MISSING',
       status: 400,
       retryable: false,
-      message: 'the message has no idempotency key: give it data.idempotencyKey, or read it with keyFrom',
+      message:
+        'the message has no idempotency key: give it a message id (RabbitMQ messageId, NATS Nats-Msg-Id) or data.idempotencyKey, or read it with keyFrom',
     });
     expect(ledger.runs.has('charge:undefined')).toBe(false);
     expect(await send('optional', { amount: 1 })).toEqual({ run: 1 });

@@ -19,6 +19,7 @@ import { RequestFingerprinter } from '../../lib/request.fingerprinter.js';
 import { RouteOptionsRegistry } from '../../lib/route-options.registry.js';
 import { TransactionFailures } from '../../lib/transaction.failures.js';
 import { InboxRunner } from '../../lib/inbox.runner.js';
+import { MessageAcknowledger } from '../../lib/message.acknowledger.js';
 import { MessageRunner } from '../../lib/message.runner.js';
 import { TransactionRunner } from '../../lib/transaction.runner.js';
 import { ScriptedStore } from './scripted-store.js';
@@ -50,7 +51,10 @@ export function createProtocol(options: IdempotencyModuleOptions = {}, moduleRef
   renewers.add(leases);
   const failures = new TransactionFailures(service, reporter);
   const transactions = new TransactionRunner(failures, resolved, observer, reporter, records);
-  const messages = new MessageRunner(new InboxRunner(service, leases, records, reporter, failures, resolved));
+  const messages = new MessageRunner(
+    new InboxRunner(service, leases, records, reporter, failures, resolved),
+    new MessageAcknowledger(),
+  );
   const interceptor = new IdempotencyInterceptor(service, routes, leases, transactions, messages, identities, fingerprints);
   return { store, options: resolved, identities, observer, service, begin, routes, leases, interceptor };
 }

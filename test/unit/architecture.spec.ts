@@ -90,6 +90,8 @@ describe('lib/ architecture (docs/architecture.md)', () => {
       'idempotency.inbox.ts',
       'inbox.runner.ts',
       'message.runner.ts',
+      'message.acknowledger.ts',
+      'message-key.reader.ts',
       ...all.map((f) => relative('lib', f)).filter((f) => /^(events|exceptions|interfaces|inbox)\//.test(f)),
     ];
     expect(protocol.filter((f) => all.includes(join('lib', f)))).toHaveLength(protocol.length);

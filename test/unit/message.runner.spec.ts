@@ -36,7 +36,8 @@ const MISSING = {
   code: 'IDEMPOTENCY_KEY_MISSING',
   status: 400,
   retryable: false,
-  message: 'the message has no idempotency key: give it data.idempotencyKey, or read it with keyFrom',
+  message:
+    'the message has no idempotency key: give it a message id (RabbitMQ messageId, NATS Nats-Msg-Id) or data.idempotencyKey, or read it with keyFrom',
 };
 
 describe('MessageRunner (the interceptor on @MessagePattern / @EventPattern handlers)', () => {

@@ -37,12 +37,23 @@ describe('resolveRouteOptions', () => {
       identity: undefined,
       transactional: false,
       leaseMs: 60_000,
-      message: { keyFrom: undefined },
+      message: { keyFrom: undefined, ack: false, maxAttempts: 5 },
     });
-    expect(resolveRouteOptions('here', 'A.b', { keyFrom, missingKey: 'pass-through' }, base, true)).toMatchObject({
+    expect(
+      resolveRouteOptions('here', 'A.b', { keyFrom, missingKey: 'pass-through', ack: true, maxAttempts: 1 }, base, true),
+    ).toMatchObject({
       missingHeader: 'pass-through',
-      message: { keyFrom },
+      message: { keyFrom, ack: true, maxAttempts: 1 },
     });
+    expect(resolveRouteOptions('here', 'A.b', { maxAttempts: 1000 }, base, true).message!.maxAttempts).toBe(1000);
+    for (const maxAttempts of [0, 1001, 1.5, '3']) {
+      expect(() => resolveRouteOptions('here', 'A.b', { maxAttempts: maxAttempts as never }, base, true)).toThrow(
+        'here: maxAttempts must be an integer from 1 to 1000',
+      );
+    }
+    expect(() => resolveRouteOptions('here', 'A.b', { ack: 'yes' as never }, base, true)).toThrow(
+      'here: ack must be true or false',
+    );
     expect(() => resolveRouteOptions('here', 'A.b', { missingKey: 'skip' as never }, base, true)).toThrow(
       "here: missingKey must be 'reject' or 'pass-through', got skip",
     );
@@ -54,7 +65,7 @@ describe('resolveRouteOptions', () => {
         `here: ${option} is an option of HTTP routes only`,
       );
     }
-    for (const option of ['keyFrom', 'missingKey'] as const) {
+    for (const option of ['keyFrom', 'missingKey', 'ack', 'maxAttempts'] as const) {
       expect(() => resolveRouteOptions('here', 'A.b', { [option]: 'reject' }, base)).toThrow(
         `here: ${option} is an option of message handlers only`,
       );

@@ -1,0 +1,133 @@
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { promisify } from 'node:util';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { connect as tcpConnect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePort, startRetried } from './ports.js';
+import { track } from './processes.js';
+import { sleep } from './timing.js';
+
+/** Debian's rabbitmq-server package: the script that runs the broker as the current user. */
+const RABBITMQ = '/usr/lib/rabbitmq/bin/rabbitmq-server';
+const RABBITMQCTL = '/usr/lib/rabbitmq/bin/rabbitmqctl';
+
+/**
+ * Whether the RabbitMQ suites can run (Debian's rabbitmq-server installed). Without it they are
+ * skipped loudly, unless REQUIRE_RABBITMQ=1 (CI), where that is a failure.
+ */
+export function rabbitAvailable(suite: string): boolean {
+  if (existsSync(RABBITMQ)) return true;
+  const message = `${suite}: no ${RABBITMQ} (Debian's rabbitmq-server package)`;
+  if (process.env.REQUIRE_RABBITMQ === '1') throw new Error(`${message}, but REQUIRE_RABBITMQ=1`);
+  process.stderr.write(`\n!!! SKIPPING ${message} !!!\n\n`);
+  return false;
+}
+
+function portOpen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = tcpConnect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+/**
+ * A private RabbitMQ broker on loopback ports, in a temp folder, started and stopped by PID. Erlang's
+ * port mapper (epmd) normally listens on the fixed port 4369 and outlives the broker: this one gets a
+ * free port and is this broker's own child, stopped with it.
+ */
+export class RabbitMqServer {
+  private broker: ChildProcess | undefined;
+  private epmd: ChildProcess | undefined;
+  readonly output: string[] = [];
+
+  private constructor(
+    readonly port: number,
+    private readonly distPort: number,
+    private readonly epmdPort: number,
+    private readonly dir: string,
+  ) {}
+
+  get url(): string {
+    return `amqp://guest:guest@127.0.0.1:${this.port}`;
+  }
+
+  static start(): Promise<RabbitMqServer> {
+    return startRetried(
+      async () =>
+        new RabbitMqServer(await freePort(), await freePort(), await freePort(), mkdtempSync(join(tmpdir(), 'idem-rabbit-'))),
+    );
+  }
+
+  private get env(): NodeJS.ProcessEnv {
+    return {
+      ...process.env,
+      // The Erlang cookie is written to $HOME: a folder of this broker's own.
+      HOME: this.dir,
+      ERL_EPMD_PORT: String(this.epmdPort),
+      RABBITMQ_NODENAME: `idem${this.port}@localhost`,
+      RABBITMQ_NODE_IP_ADDRESS: '127.0.0.1',
+      RABBITMQ_NODE_PORT: String(this.port),
+      RABBITMQ_DIST_PORT: String(this.distPort),
+      RABBITMQ_MNESIA_BASE: join(this.dir, 'mnesia'),
+      RABBITMQ_LOG_BASE: join(this.dir, 'log'),
+      RABBITMQ_LOGS: '-',
+      RABBITMQ_ENABLED_PLUGINS_FILE: join(this.dir, 'enabled_plugins'),
+      RABBITMQ_CONFIG_FILE: join(this.dir, 'rabbitmq'),
+      RABBITMQ_ADVANCED_CONFIG_FILE: join(this.dir, 'advanced.config'),
+      RABBITMQ_PID_FILE: join(this.dir, 'pid'),
+    };
+  }
+
+  async resume(): Promise<void> {
+    const { env } = this;
+    this.epmd = track(spawn('epmd', ['-port', String(this.epmdPort), '-address', '127.0.0.1'], { stdio: 'ignore', env }));
+    this.broker = track(spawn(RABBITMQ, [], { cwd: this.dir, env, stdio: ['ignore', 'pipe', 'pipe'] }));
+    this.broker.stdout?.on('data', (d) => this.output.push(String(d)));
+    this.broker.stderr?.on('data', (d) => this.output.push(String(d)));
+    // The AMQP listener opens last in the broker's boot: once it accepts, the broker is ready.
+    for (let i = 0; i < 1200; i++) {
+      if (this.broker.exitCode !== null) {
+        throw new Error(
+          `rabbitmq-server on ${this.port} exited with ${this.broker.exitCode}: ${this.output.join('').slice(-2000)}`,
+        );
+      }
+      if (await portOpen(this.port)) return;
+      await sleep(50);
+    }
+    throw new Error(`rabbitmq-server on ${this.port} did not listen within 60 s: ${this.output.join('').slice(-2000)}`);
+  }
+
+  /**
+   * Ready and unacknowledged messages of a queue, as the broker counts them (rabbitmqctl: AMQP shows
+   * only the ready ones, and a delivery a consumer holds is exactly what a test needs to see).
+   */
+  async queue(name: string): Promise<{ ready: number; unacked: number }> {
+    const args = ['-n', `idem${this.port}@localhost`, '-q', 'list_queues', 'name', 'messages_ready', 'messages_unacknowledged'];
+    const { stdout } = await promisify(execFile)(RABBITMQCTL, args, { env: this.env, timeout: 60_000 });
+    const row = stdout
+      .split('\n')
+      .map((line) => line.trim().split(/\s+/))
+      .find((cells) => cells[0] === name);
+    return { ready: Number(row?.[1] ?? 0), unacked: Number(row?.[2] ?? 0) };
+  }
+
+  /** Kills the broker and its port mapper by PID, waits for both, and removes the temp folder. */
+  async stop(): Promise<void> {
+    const children = [this.broker, this.epmd];
+    this.broker = this.epmd = undefined;
+    await Promise.all(
+      children.map(async (child) => {
+        if (!child || child.exitCode !== null || child.signalCode !== null) return;
+        const exited = new Promise((r) => child.once('exit', r));
+        child.kill('SIGKILL');
+        await exited;
+      }),
+    );
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,189 @@
+import { describe, expect, it } from '@jest/globals';
+import { type CallHandler, Controller } from '@nestjs/common';
+import { ExecutionContextHost } from '@nestjs/core/helpers/execution-context-host.js';
+import { EventPattern, RpcException } from '@nestjs/microservices';
+import { from, lastValueFrom, type Observable, of, throwError } from 'rxjs';
+import { Idempotent, InMemoryStore } from '../../lib/index.js';
+import { ATTEMPT_COUNTS } from '../../lib/idempotency.constants.js';
+import type { ResolvedRouteOptions } from '../../lib/interfaces/resolved-options.interface.js';
+import { MessageAcknowledger } from '../../lib/message.acknowledger.js';
+import { spyOnLogger } from '../support/logger.js';
+import { createProtocol, destroyProtocolsAfterEach } from '../support/protocol.js';
+import { until } from '../support/timing.js';
+
+@Controller()
+class Orders {
+  @EventPattern('order.created')
+  @Idempotent({ ack: true, maxAttempts: 2 })
+  created(data: unknown) {
+    return data;
+  }
+
+  @EventPattern('order.noted')
+  @Idempotent({ ack: true, missingKey: 'pass-through' })
+  noted(data: unknown) {
+    return data;
+  }
+
+  @EventPattern('order.read')
+  @Idempotent()
+  read(data: unknown) {
+    return data;
+  }
+}
+
+/** What an amqplib channel was told, in order; `closed` makes it throw as a closed channel does. */
+class FakeChannel {
+  readonly calls: string[] = [];
+  closed = false;
+  ack(message: { id: string }): void {
+    this.settle(`ack ${message.id}`);
+  }
+  nack(message: { id: string }, allUpTo: boolean, requeue: boolean): void {
+    this.settle(`${requeue ? 'requeue' : 'reject'} ${message.id}${allUpTo ? ' all' : ''}`);
+  }
+  private settle(call: string): void {
+    if (this.closed) throw new Error('Channel closed');
+    this.calls.push(call);
+  }
+}
+
+/** An RmqContext's shape: the delivery and the channel it came on. */
+const rmq = (channel: FakeChannel, id: string, messageId?: string) => ({
+  getMessage: () => ({ id, properties: { messageId } }),
+  getChannelRef: () => channel,
+  getPattern: () => 'order.created',
+});
+
+/** A NatsContext's shape: headers with get(), '' for one that is absent. */
+const nats = (headers: Record<string, string>) => ({
+  getHeaders: () => ({ get: (name: string) => headers[name] ?? '' }),
+  getSubject: () => 'orders',
+});
+
+function setup(handler: 'created' | 'noted' | 'read' = 'created') {
+  const { interceptor } = createProtocol({ store: new InMemoryStore() });
+  const call = async (data: unknown, ctx: unknown, handle: () => Observable<unknown> = () => of('ran')) => {
+    const context = new ExecutionContextHost([data, ctx], Orders, Orders.prototype[handler]);
+    context.setType('rpc');
+    const next: CallHandler = { handle };
+    try {
+      return await lastValueFrom(await interceptor.intercept(context, next));
+    } catch (err) {
+      return err instanceof RpcException ? err.getError() : err;
+    }
+  };
+  return { call };
+}
+
+const failing = () => throwError(() => new Error('card declined'));
+
+describe('MessageAcknowledger and the message key (RabbitMQ manual acks, NATS ids)', () => {
+  destroyProtocolsAfterEach();
+  const logs = spyOnLogger();
+  const warned = () => logs.warnings.mock.calls.map((args: unknown[]) => args[0]);
+
+  it("the transport's message id is the key before data.idempotencyKey; NATS's Nats-Msg-Id too", async () => {
+    const { call } = setup('read');
+    const channel = new FakeChannel();
+    const data = { idempotencyKey: 'field' };
+    expect(await call(data, rmq(channel, 'd1', 'mid-1'), () => of('first'))).toBe('first');
+    expect(await call(data, rmq(channel, 'd2', 'mid-1'), () => of('again'))).toBe('first');
+    // Another messageId, the same field: another message. No messageId: the field is the key.
+    expect(await call(data, rmq(channel, 'd3', 'mid-2'), () => of('second'))).toBe('second');
+    expect(await call(data, rmq(channel, 'd4'), () => of('by field'))).toBe('by field');
+    expect(await call(data, rmq(channel, 'd5'), () => of('by field again'))).toBe('by field');
+    expect(await call({}, nats({ 'Nats-Msg-Id': 'n-1' }), () => of('nats'))).toBe('nats');
+    expect(await call({}, nats({ 'Nats-Msg-Id': 'n-1' }), () => of('nats again'))).toBe('nats');
+    expect(await call({ idempotencyKey: 'field' }, nats({}), () => of('fallback'))).toBe('by field');
+    expect(await call({}, { getHeaders: () => undefined, getSubject: () => 's' })).toMatchObject({
+      code: 'IDEMPOTENCY_KEY_MISSING',
+    });
+    // Without ack: true the module never touches the channel.
+    expect(channel.calls).toEqual([]);
+  });
+
+  it('acks once the outcome is recorded, a duplicate too; a handler failure is requeued after a pause', async () => {
+    const { call } = setup();
+    const channel = new FakeChannel();
+    expect(await call({}, rmq(channel, 'd1', 'm-1'))).toBe('ran');
+    expect(await call({}, rmq(channel, 'd2', 'm-1'), () => of('again'))).toBe('ran');
+    expect(channel.calls).toEqual(['ack d1', 'ack d2']);
+    expect(await call({}, rmq(channel, 'd3', 'm-2'), failing)).toEqual(new Error('card declined'));
+    expect(channel.calls).toEqual(['ack d1', 'ack d2']);
+    await until(() => channel.calls.length === 3);
+    expect(channel.calls[2]).toBe('requeue d3');
+  });
+
+  it('the maxAttempts-th failure of an id is rejected without requeue and logged; a success in between starts the count anew', async () => {
+    const { call } = setup();
+    const channel = new FakeChannel();
+    await call({}, rmq(channel, 'd1', 'm-3'), failing);
+    await call({}, rmq(channel, 'd2', 'm-3'), () => of('ok'));
+    await call({ again: true }, rmq(channel, 'd3', 'm-4'), failing);
+    await call({ again: true }, rmq(channel, 'd4', 'm-4'), failing);
+    expect(channel.calls).toEqual(['ack d2', 'reject d4']);
+    expect(warned()).toEqual([
+      'Orders.created: a message failed 2 times; rejected without requeue (dead-lettered if its queue has a dead-letter exchange), its key freed',
+    ]);
+    // The parked id was forgotten: a producer's resend is tried anew.
+    await call({ again: true }, rmq(channel, 'd5', 'm-4'), failing);
+    await until(() => channel.calls.includes('requeue d5'));
+  });
+
+  it('a refusal that a redelivery cannot change is rejected; one it can (in flight) is requeued', async () => {
+    const { call } = setup();
+    const channel = new FakeChannel();
+    await call({ amount: 1 }, rmq(channel, 'd1', 'm-5'));
+    expect(await call({ amount: 2 }, rmq(channel, 'd2', 'm-5'))).toMatchObject({ code: 'IDEMPOTENCY_KEY_REUSED' });
+    expect(await call({}, rmq(channel, 'd3'))).toMatchObject({ code: 'IDEMPOTENCY_KEY_MISSING' });
+    let release!: () => void;
+    const held = call({}, rmq(channel, 'd4', 'm-6'), () => from(new Promise<string>((r) => (release = () => r('done')))));
+    await until(() => release !== undefined);
+    expect(await call({}, rmq(channel, 'd5', 'm-6'))).toMatchObject({ code: 'IDEMPOTENCY_KEY_IN_FLIGHT' });
+    release();
+    expect(await held).toBe('done');
+    await until(() => channel.calls.includes('requeue d5'));
+    expect(channel.calls).toEqual(['ack d1', 'reject d2', 'reject d3', 'ack d4', 'requeue d5']);
+    expect(warned()).toEqual([
+      'Orders.created: a message was rejected without requeue (key-reused): delivering it again cannot succeed',
+      'Orders.created: a message was rejected without requeue (key-missing): delivering it again cannot succeed',
+    ]);
+  });
+
+  it('pass-through: a keyless message is acked when its handler returns, rejected when it throws (nothing counts its tries)', async () => {
+    const { call } = setup('noted');
+    const channel = new FakeChannel();
+    expect(await call({}, rmq(channel, 'd1'))).toBe('ran');
+    expect(await call({}, rmq(channel, 'd2'), failing)).toEqual(new Error('card declined'));
+    expect(channel.calls).toEqual(['ack d1', 'reject d2']);
+  });
+
+  it('a closed channel (a lost connection) is no error: the broker redelivers what it held', async () => {
+    const { call } = setup();
+    const channel = new FakeChannel();
+    channel.closed = true;
+    expect(await call({}, rmq(channel, 'd1', 'm-7'))).toBe('ran');
+    expect(await call({}, rmq(channel, 'd2'))).toMatchObject({ code: 'IDEMPOTENCY_KEY_MISSING' });
+    expect(await call({}, rmq(channel, 'd3', 'm-8'), failing)).toEqual(new Error('card declined'));
+  });
+
+  it(`counts the failures of at most ${ATTEMPT_COUNTS} ids, forgetting the oldest first`, () => {
+    const acks = new MessageAcknowledger();
+    const channel = new FakeChannel();
+    const route = { id: 'Orders.created', message: { keyFrom: undefined, ack: true, maxAttempts: 2 } } as ResolvedRouteOptions;
+    const fail = (key: string) => {
+      const context = new ExecutionContextHost([{}, rmq(channel, key, key)]);
+      acks.delivery(context, route, key)!.failed(new Error('declined'));
+    };
+    fail('first');
+    for (let i = 0; i < ATTEMPT_COUNTS - 1; i++) fail(`filler-${i}`);
+    fail('kept'); // one id too many: 'first' is forgotten
+    fail('kept');
+    fail('first');
+    // 'kept' failed twice and was parked; 'first''s second failure counted as its first.
+    expect(channel.calls).toEqual(['reject kept']);
+    // Not a RabbitMQ delivery (TCP, Redis): nothing to acknowledge.
+    expect(acks.delivery(new ExecutionContextHost([{}, {}]), route, 'k')).toBeUndefined();
+  });
+});
