@@ -45,8 +45,24 @@ async function ledgerFromEnv() {
     leaseMs: numberFromEnv('IDEMPOTENCY_LEASE_MS'),
     transactionTimeoutMs: numberFromEnv('TRANSACTION_TIMEOUT_MS'),
     latencyMs: numberFromEnv('PAYMENT_PROVIDER_LATENCY_MS') ?? 0,
+    rabbitmqUrl: process.env.RABBITMQ_URL || undefined,
     fault: process.env.FAULT === 'after-commit' ? 'after-commit' : undefined,
   });
+}
+
+/**
+ * SAMPLE=ledger with RABBITMQ_URL: the same app consumes charge.requested events, with manual acks
+ * that the module sends once each charge is committed. Loaded only here: the HTTP samples run
+ * without @nestjs/microservices.
+ */
+async function consumeChargeRequests(app: INestApplication, url: string): Promise<void> {
+  const { Transport } = await import('@nestjs/microservices');
+  const { CHARGE_REQUESTS_QUEUE } = await import('./ledger/charge-requests.consumer.js');
+  app.connectMicroservice({ transport: Transport.RMQ, options: { urls: [url], queue: CHARGE_REQUESTS_QUEUE, noAck: false } });
+  // Messages already queued arrive as soon as the consumer starts: the modules' init hooks (the CLS
+  // plugins', the store's open()) must have run by then, and startAllMicroservices() does not run them.
+  await app.init();
+  await app.startAllMicroservices();
 }
 
 /**
@@ -73,7 +89,8 @@ async function serveOpenApi(app: INestApplication): Promise<void> {
  * DATABASE_URL through TypeORM, exactly-once with STORE=postgres (default), or the cache-style
  * contrast with STORE=redis (REDIS_URL); TRANSACTION_TIMEOUT_MS; PAYMENT_PROVIDER_LATENCY_MS is a
  * pause after the charge is written, inside its transaction; FAULT=after-commit kills the process
- * between COMMIT and the response.
+ * between COMMIT and the response (for a consumed message: before its ack). RABBITMQ_URL: the ledger
+ * also consumes charge.requested events from the queue ledger.charge-requests (README, "Message handlers").
  */
 async function bootstrap(): Promise<void> {
   const module =
@@ -93,6 +110,7 @@ async function bootstrap(): Promise<void> {
       : await NestFactory.create(module, appOptions);
   app.setGlobalPrefix('api');
   app.enableShutdownHooks();
+  if (process.env.SAMPLE === 'ledger' && process.env.RABBITMQ_URL) await consumeChargeRequests(app, process.env.RABBITMQ_URL);
   await serveOpenApi(app);
   const port = Number(process.env.PORT ?? 3000);
   const host = process.env.HOST ?? '127.0.0.1';

@@ -14,6 +14,7 @@ import {
 } from '../../lib/index.js';
 import { AccountIdentityResolver } from '../account-identity.resolver.js';
 import { CachedChargesController } from './cached-charges.controller.js';
+import { ChargeRequestsConsumer } from './charge-requests.consumer.js';
 import { Charge } from './charge.entity.js';
 import { ChargesController } from './charges.controller.js';
 import { ChargesService } from './charges.service.js';
@@ -63,7 +64,9 @@ export class LedgerModule {
           }),
         }),
       ],
-      controllers: [transactional ? ChargesController : CachedChargesController],
+      controllers: transactional
+        ? [ChargesController, ...(options.rabbitmqUrl ? [ChargeRequestsConsumer] : [])]
+        : [CachedChargesController],
       providers: [{ provide: LEDGER_OPTIONS, useValue: options }, ChargesService, Faults, AccountIdentityResolver],
     };
   }

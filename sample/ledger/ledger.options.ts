@@ -15,6 +15,14 @@ export interface LedgerOptions {
   transactionTimeoutMs?: number;
   /** A slow step after the charge is written, inside its transaction, in ms. */
   latencyMs: number;
-  /** `'after-commit'`: the process kills itself once the charge is committed, before the response is sent. */
+  /**
+   * RabbitMQ connection string: the ledger also consumes `charge.requested` events from
+   * `ledger.charge-requests` (transactional store only).
+   */
+  rabbitmqUrl?: string;
+  /**
+   * `'after-commit'`: the process kills itself once the charge is committed, before the response is
+   * sent (or, for a consumed message, before the delivery is acked).
+   */
   fault?: 'after-commit';
 }
