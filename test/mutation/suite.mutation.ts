@@ -54,6 +54,7 @@ import '../e2e/compression.e2e.spec.js';
 import '../e2e/inbox.e2e.spec.js';
 import '../e2e/messages.e2e.spec.js';
 import '../e2e/rabbitmq.e2e.spec.js';
+import '../e2e/nats.e2e.spec.js';
 import '../postgres/inbox.postgres.spec.js';
 import '../postgres/messages.postgres.spec.js';
 import '../unit/response.sealer.spec.js';
