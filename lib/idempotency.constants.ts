@@ -65,6 +65,8 @@ export const NEST_HTTP_CODE_METADATA = '__httpCode__';
 export const NEST_PATTERN_METADATA = 'microservices:pattern';
 /** `HOST_METADATA`: the host (or hosts) `@Controller({ host })` routes by. */
 export const NEST_HOST_METADATA = 'host';
+/** @nestjs/graphql's `RESOLVER_TYPE_METADATA` on a resolver method: 'Mutation', 'Query', 'Subscription', … */
+export const GRAPHQL_RESOLVER_TYPE_METADATA = 'graphql:resolver_type';
 /** `METHOD_METADATA`: the route's `RequestMethod`. */
 export const NEST_METHOD_METADATA = 'method';
 /** `RouteParamtypes.RESPONSE` and `RouteParamtypes.NEXT`. */

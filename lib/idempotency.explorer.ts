@@ -2,6 +2,7 @@ import { Inject, Injectable, type OnModuleInit, RequestMethod, StreamableFile } 
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
 import {
+  GRAPHQL_RESOLVER_TYPE_METADATA,
   IDEMPOTENCY_MODULE_OPTIONS,
   NEST_METHOD_METADATA,
   NEST_RESPONSE_PARAM_TYPES,
@@ -31,7 +32,7 @@ export class IdempotencyExplorer implements OnModuleInit {
   ) {}
 
   async onModuleInit(): Promise<void> {
-    this.refuseOnProviders();
+    await this.exploreProviders();
     for (const { type, name, handler, where } of findIdempotentHandlers(
       this.discovery,
       this.scanner,
@@ -50,21 +51,28 @@ export class IdempotencyExplorer implements OnModuleInit {
   }
 
   /**
-   * On a provider's method (a GraphQL resolver) `@Idempotent()` would do nothing at all, and a
-   * decorator that promises deduplication and silently does nothing is the worst outcome. Message
-   * handlers of controllers are explored with the routes.
+   * A provider's method is deduplicated only as a GraphQL `@Mutation()` resolver: on any other
+   * (a query, a service) `@Idempotent()` would do nothing, and a decorator that promises
+   * deduplication and silently does nothing is the worst outcome. Message handlers of controllers
+   * are explored with the routes.
    */
-  private refuseOnProviders(): void {
+  private async exploreProviders(): Promise<void> {
     const seen = new Set<object>();
+    const serves = servedBy(this.options);
     for (const wrapper of this.discovery.getProviders()) {
       const type = wrapper.metatype as { name: string; prototype?: Record<string, unknown> } | null | undefined;
       if (!type?.prototype || seen.has(type) || wrapper.inject) continue;
       seen.add(type);
       for (const name of this.scanner.getAllMethodNames(type.prototype)) {
         const handler = type.prototype[name];
-        if (typeof handler === 'function' && this.routes.isIdempotent(handler)) {
-          throw new Error(`@Idempotent() on ${type.name}.${name}(): ${CONFIG_ERRORS.notARoute}`);
-        }
+        if (typeof handler !== 'function' || !this.routes.isIdempotent(handler)) continue;
+        const where = `@Idempotent() on ${type.name}.${name}()`;
+        const resolverType = Reflect.getMetadata(GRAPHQL_RESOLVER_TYPE_METADATA, handler) as string | undefined;
+        if (resolverType === undefined) throw new Error(`${where}: ${CONFIG_ERRORS.notARoute}`);
+        if (resolverType !== 'Mutation') throw new Error(`${where}: ${CONFIG_ERRORS.notAMutation(resolverType)}`);
+        if (!serves(wrapper.host)) continue;
+        const route = this.routes.resolve(type, handler, where);
+        await this.identities.prepare(route.identity, `${where} (its identity option)`);
       }
     }
   }

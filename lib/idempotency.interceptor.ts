@@ -6,6 +6,7 @@ import { HandlerRun, responseStart } from './http/handler.run.js';
 import { HttpContext, type HttpReaders } from './http/http.context.js';
 import { setHeader } from './http/response.adapter.js';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
+import { GraphqlRunner } from './graphql.runner.js';
 import { SAFE_METHODS } from './idempotency.constants.js';
 import { LOGS } from './idempotency.messages.js';
 import { IdempotencyService } from './idempotency.service.js';
@@ -47,6 +48,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     private readonly leases: LeaseRenewer,
     private readonly transactions: TransactionRunner,
     private readonly messages: MessageRunner,
+    private readonly graphql: GraphqlRunner,
     identities: IdentityResolverLoader,
     fingerprints: RequestFingerprinter,
   ) {
@@ -54,10 +56,10 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
-    const type = context.getType();
+    const type = context.getType<string>();
     if (type !== 'http') {
-      if (type !== 'rpc') return next.handle();
-      return this.messages.handle(context, next, this.routes.resolve(context.getClass(), context.getHandler()));
+      const runner = type === 'rpc' ? this.messages : type === 'graphql' ? this.graphql : undefined;
+      return runner ? runner.handle(context, next, this.routes.resolve(context.getClass(), context.getHandler())) : next.handle();
     }
     const http = context.switchToHttp();
     const request = http.getRequest<HttpRequestLike>();

@@ -19,6 +19,8 @@ export const MESSAGES = {
   /** What a message's sender reads instead of the HTTP sentences that name the header. */
   messageInFlight: 'a message with this key is being processed; send it again shortly',
   messageReused: 'this key was already used for a message with other data',
+  /** A mutation whose `keyFrom` found no key in its arguments. */
+  argumentKey: 'the mutation has no idempotency key in the argument its keyFrom reads',
   reused: (header: string) => `${header} was already used for a different request`,
   tooDeep: 'request body is nested too deeply',
   unreadBody:
@@ -246,7 +248,9 @@ export const CONFIG_ERRORS = {
   keyFrom: 'keyFrom must be a function (data, context) => string, the message id',
   ack: 'ack must be true or false',
   notARoute:
-    'only the route and message handlers of controllers are deduplicated; on a provider method (a GraphQL resolver, a service) it would do nothing, so it is refused; remove the decorator (IdempotencyInbox.run() deduplicates any other code)',
+    'only the route and message handlers of controllers and GraphQL mutation resolvers are deduplicated; on a provider method (a service) it would do nothing, so it is refused; remove the decorator (IdempotencyInbox.run() deduplicates any other code)',
+  notAMutation: (type: string) =>
+    `a GraphQL ${type} resolver is not deduplicated (only mutations change anything); remove the decorator`,
   transactionalStreamType: 'transactional: true cannot return a StreamableFile: a stream cannot be recorded before COMMIT',
   maxEntries: (got: unknown) => `InMemoryStore: maxEntries must be a positive integer, got ${shown(got)}`,
   quotas: 'InMemoryStore: prefixQuotas needs non-empty prefixes and non-negative integer quotas',

@@ -15,6 +15,7 @@ import { IdempotencyInbox } from './idempotency.inbox.js';
 import { InboxRunner } from './inbox.runner.js';
 import { MessageAcknowledger } from './message.acknowledger.js';
 import { MessageRunner } from './message.runner.js';
+import { GraphqlRunner } from './graphql.runner.js';
 import { IdempotencyHealthIndicator } from './health/idempotency.health-indicator.js';
 import { IdempotencyObserver } from './events/idempotency.observer.js';
 import { OutcomeReporter } from './events/outcome.reporter.js';
@@ -97,6 +98,7 @@ const PROVIDERS = [
   InboxRunner,
   MessageAcknowledger,
   MessageRunner,
+  GraphqlRunner,
   IdempotencyExplorer,
   openApiExplorer,
   IdempotencyInterceptor,
@@ -118,6 +120,7 @@ const EXPORTS = [
   LeaseRenewer,
   TransactionRunner,
   MessageRunner,
+  GraphqlRunner,
   IdempotencyInterceptor,
   IdempotencyExceptionFilter,
 ];

@@ -8,6 +8,7 @@ export { IdempotencyKey } from './decorators/idempotency-key.decorator.js';
 export { IdempotencyException } from './exceptions/idempotency.exception.js';
 export { IdempotencyAdmin } from './idempotency.admin.js';
 export { IdempotencyInbox } from './idempotency.inbox.js';
+export { idempotencyApolloPlugin } from './graphql/replay-marks.js';
 export type { InboxResult, InboxRunOptions } from './interfaces/inbox-options.interface.js';
 export { IdempotencyHealthIndicator } from './health/idempotency.health-indicator.js';
 export type { IdempotencyHealthOptions, IdempotencyHealthResult } from './health/idempotency.health-indicator.js';

@@ -1,6 +1,6 @@
 import { type CallHandler, type ExecutionContext, Injectable } from '@nestjs/common';
 import { lastValueFrom, type Observable, of } from 'rxjs';
-import { IDEMPOTENCY_ERRORS } from './exceptions/idempotency-errors.table.js';
+import { errorExtensions } from './exceptions/error-extensions.js';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
 import { MESSAGES } from './idempotency.messages.js';
 import { InboxContext } from './inbox/inbox.context.js';
@@ -21,11 +21,8 @@ let rpcException: Promise<RpcExceptionType> | undefined;
 /** Loaded on the first refused message: an application without @nestjs/microservices never gets here. */
 async function rpcError(err: IdempotencyException): Promise<Error> {
   rpcException ??= import('@nestjs/microservices').then((m) => m.RpcException as RpcExceptionType);
-  const code = `IDEMPOTENCY_${err.code!.toUpperCase().replace(/-/g, '_')}`;
-  // retryable: what Retry-After says on HTTP; the same message may be sent again later.
-  const { retryAfter: retryable } = IDEMPOTENCY_ERRORS[err.code!];
   const message = MESSAGE_REASONS[err.code!] ?? err.reason;
-  return new (await rpcException)({ code, status: err.getStatus(), retryable, message });
+  return new (await rpcException)({ ...errorExtensions(err), message });
 }
 
 /**

@@ -1,5 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import {
+  GRAPHQL_RESOLVER_TYPE_METADATA,
   IDEMPOTENCY_MODULE_OPTIONS,
   IDEMPOTENT_ROUTE_METADATA,
   NEST_HOST_METADATA,
@@ -7,7 +8,13 @@ import {
 } from './idempotency.constants.js';
 import type { IdempotentOptions } from './interfaces/idempotent-options.interface.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
-import { resolveRouteOptions } from './options/route-options.resolver.js';
+import { resolveRouteOptions, type RouteKind } from './options/route-options.resolver.js';
+
+/** What kind of handler carries the decorator, from the metadata Nest's packages put on it. */
+function kindOf(handler: object): RouteKind {
+  if (Reflect.getMetadata(NEST_PATTERN_METADATA, handler) !== undefined) return 'message';
+  return Reflect.getMetadata(GRAPHQL_RESOLVER_TYPE_METADATA, handler) !== undefined ? 'graphql' : 'http';
+}
 
 /**
  * The resolved options of each `@Idempotent()` handler: what the decorator put on it, merged with the
@@ -30,8 +37,7 @@ export class RouteOptionsRegistry {
     let resolved = this.routes.get(handler);
     if (!resolved) {
       const route = (Reflect.getMetadata(IDEMPOTENT_ROUTE_METADATA, handler) ?? {}) as IdempotentOptions;
-      const message = Reflect.getMetadata(NEST_PATTERN_METADATA, handler) !== undefined;
-      resolved = resolveRouteOptions(where, `${type.name}.${handler.name}`, route, this.options, message);
+      resolved = resolveRouteOptions(where, `${type.name}.${handler.name}`, route, this.options, kindOf(handler));
       if (Reflect.getMetadata(NEST_HOST_METADATA, type) !== undefined) resolved = { ...resolved, hostScoped: true };
       this.routes.set(handler, resolved);
     }

@@ -67,4 +67,6 @@ export interface ResolvedRouteOptions {
   readonly hostScoped?: boolean;
   /** A message handler's: how its key is read (`missingHeader` is then its `missingKey`). */
   readonly message?: { readonly keyFrom: MessageKeyFunction | undefined; readonly ack: boolean; readonly maxAttempts: number };
+  /** A GraphQL mutation's: how its key is read when not from the key header. */
+  readonly graphql?: { readonly keyFrom: MessageKeyFunction | undefined };
 }

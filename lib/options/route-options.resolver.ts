@@ -16,25 +16,45 @@ const ROUTE_KEYS = [
   'ack',
   'maxAttempts',
 ] as const;
-/** What reads an HTTP request, and what reads a message: each refused on the other kind of handler. */
-const HTTP_ONLY = ['identity', 'missingHeader', 'fingerprint'] as const;
-const MESSAGE_ONLY = ['keyFrom', 'missingKey', 'ack', 'maxAttempts'] as const;
-
 /**
- * Validates `@Idempotent()` options against the module's; `where` names the handler in errors.
- * `message`: the handler is a `@MessagePattern()` / `@EventPattern()` one.
+ * What a handler is: an HTTP route, a `@MessagePattern()` / `@EventPattern()` handler, or a GraphQL
+ * `@Mutation()` resolver (a request over HTTP whose body is its arguments).
  */
+export type RouteKind = 'http' | 'message' | 'graphql';
+
+const KIND_NAMES: Readonly<Record<RouteKind, string>> = {
+  http: 'HTTP routes',
+  message: 'message handlers',
+  graphql: 'GraphQL mutations',
+};
+
+/** The kinds of handler each kind-specific option belongs to; refused on the others. */
+const OWNERS: Readonly<Partial<Record<keyof IdempotentOptions, readonly RouteKind[]>>> = {
+  identity: ['http', 'graphql'],
+  missingHeader: ['http', 'graphql'],
+  fingerprint: ['http'],
+  keyFrom: ['message', 'graphql'],
+  missingKey: ['message'],
+  ack: ['message'],
+  maxAttempts: ['message'],
+};
+
+/** Validates `@Idempotent()` options against the module's; `where` names the handler in errors. */
 export function resolveRouteOptions(
   where: string,
   id: string,
   route: IdempotentOptions,
   module: ResolvedIdempotencyOptions,
-  message = false,
+  kind: RouteKind = 'http',
 ): ResolvedRouteOptions {
   if (route === null || typeof route !== 'object') fail(where, CONFIG_ERRORS.notAnObject);
   refuseUnknownKeys(where, route, ROUTE_KEYS, undefined);
-  const [wrong, handlers] = message ? [HTTP_ONLY, 'HTTP routes'] : [MESSAGE_ONLY, 'message handlers'];
-  for (const option of wrong) if (route[option] !== undefined) fail(where, CONFIG_ERRORS.onlyOn(option, handlers));
+  for (const [option, owners] of Object.entries(OWNERS)) {
+    if (route[option as keyof IdempotentOptions] !== undefined && !owners.includes(kind)) {
+      fail(where, CONFIG_ERRORS.onlyOn(option, owners.map((owner) => KIND_NAMES[owner]).join(' and ')));
+    }
+  }
+  const message = kind === 'message';
   const { keyFrom, ack = false } = route;
   if (keyFrom !== undefined && typeof keyFrom !== 'function') fail(where, CONFIG_ERRORS.keyFrom);
   if (typeof ack !== 'boolean') fail(where, CONFIG_ERRORS.ack);
@@ -59,5 +79,6 @@ export function resolveRouteOptions(
     ...(message && {
       message: { keyFrom, ack, maxAttempts: integerIn(where, 'maxAttempts', route.maxAttempts, DEFAULT_MAX_ATTEMPTS, 1, 1_000) },
     }),
+    ...(kind === 'graphql' && { graphql: { keyFrom } }),
   };
 }

@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { Body, Controller, Injectable, Post, StreamableFile } from '@nestjs/common';
 import { EventPattern, MessagePattern, Transport } from '@nestjs/microservices';
+import { Query, Resolver } from '@nestjs/graphql';
 import { Idempotent, IdempotencyModule } from '../../lib/index.js';
 import { ADAPTERS, startApp } from '../support/app.js';
 
@@ -31,12 +32,22 @@ class RouteWithKeyFrom {
   }
 }
 
-/** What a GraphQL resolver is to Nest: a provider whose methods the HTTP router never calls. */
+/** A provider whose methods neither the HTTP router nor a GraphQL schema ever calls. */
 @Injectable()
-class PaymentsResolver {
+class PaymentsService {
   @Idempotent()
   createPayment() {
     return { id: 1 };
+  }
+}
+
+/** A GraphQL query resolver: a safe operation, never deduplicated. */
+@Resolver()
+class PaymentsQueries {
+  @Query(() => String)
+  @Idempotent()
+  payment() {
+    return 'p';
   }
 }
 
@@ -67,7 +78,7 @@ describe.each(ADAPTERS)('@Idempotent() where it cannot deduplicate, on %s', (ada
   // Message handlers are deduplicated now (issue 26); what reads an HTTP request is refused on them.
   it('refuses an HTTP-only option on a @MessagePattern handler of a hybrid application at bootstrap, naming it', async () => {
     expect(await refusal(adapter, { imports: [IdempotencyModule.forRoot()], controllers: [MessagesController] })).toBe(
-      '@Idempotent() on MessagesController.charge(): identity is an option of HTTP routes only',
+      '@Idempotent() on MessagesController.charge(): identity is an option of HTTP routes and GraphQL mutations only',
     );
   });
 
@@ -76,13 +87,16 @@ describe.each(ADAPTERS)('@Idempotent() where it cannot deduplicate, on %s', (ada
       '@Idempotent() on EventsController.charged(): keyFrom must be a function (data, context) => string, the message id',
     );
     expect(await refusal(adapter, { imports: [IdempotencyModule.forRoot()], controllers: [RouteWithKeyFrom] })).toBe(
-      '@Idempotent() on RouteWithKeyFrom.pay(): keyFrom is an option of message handlers only',
+      '@Idempotent() on RouteWithKeyFrom.pay(): keyFrom is an option of message handlers and GraphQL mutations only',
     );
   });
 
-  it('refuses a provider method (a GraphQL resolver)', async () => {
-    expect(await refusal(adapter, { imports: [IdempotencyModule.forRoot()], providers: [PaymentsResolver] })).toBe(
-      '@Idempotent() on PaymentsResolver.createPayment(): only the route and message handlers of controllers are deduplicated; on a provider method (a GraphQL resolver, a service) it would do nothing, so it is refused; remove the decorator (IdempotencyInbox.run() deduplicates any other code)',
+  it('refuses a provider method that is no GraphQL mutation: a service, a query resolver', async () => {
+    expect(await refusal(adapter, { imports: [IdempotencyModule.forRoot()], providers: [PaymentsService] })).toBe(
+      '@Idempotent() on PaymentsService.createPayment(): only the route and message handlers of controllers and GraphQL mutation resolvers are deduplicated; on a provider method (a service) it would do nothing, so it is refused; remove the decorator (IdempotencyInbox.run() deduplicates any other code)',
+    );
+    expect(await refusal(adapter, { imports: [IdempotencyModule.forRoot()], providers: [PaymentsQueries] })).toBe(
+      '@Idempotent() on PaymentsQueries.payment(): a GraphQL Query resolver is not deduplicated (only mutations change anything); remove the decorator',
     );
   });
 

@@ -21,6 +21,7 @@ import { TransactionFailures } from '../../lib/transaction.failures.js';
 import { InboxRunner } from '../../lib/inbox.runner.js';
 import { MessageAcknowledger } from '../../lib/message.acknowledger.js';
 import { MessageRunner } from '../../lib/message.runner.js';
+import { GraphqlRunner } from '../../lib/graphql.runner.js';
 import { TransactionRunner } from '../../lib/transaction.runner.js';
 import { ScriptedStore } from './scripted-store.js';
 
@@ -51,11 +52,19 @@ export function createProtocol(options: IdempotencyModuleOptions = {}, moduleRef
   renewers.add(leases);
   const failures = new TransactionFailures(service, reporter);
   const transactions = new TransactionRunner(failures, resolved, observer, reporter, records);
-  const messages = new MessageRunner(
-    new InboxRunner(service, leases, records, reporter, failures, resolved),
-    new MessageAcknowledger(),
+  const inbox = new InboxRunner(service, leases, records, reporter, failures, resolved);
+  const messages = new MessageRunner(inbox, new MessageAcknowledger());
+  const graphql = new GraphqlRunner(inbox, identities, resolved);
+  const interceptor = new IdempotencyInterceptor(
+    service,
+    routes,
+    leases,
+    transactions,
+    messages,
+    graphql,
+    identities,
+    fingerprints,
   );
-  const interceptor = new IdempotencyInterceptor(service, routes, leases, transactions, messages, identities, fingerprints);
   return { store, options: resolved, identities, observer, service, begin, routes, leases, interceptor };
 }
 

@@ -13,6 +13,8 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   transactions: ['transactions', 'interfaces', 'idempotency.messages.ts'],
   // A message as the protocol reads it: a context, like http/, but knowing no HTTP.
   inbox: ['interfaces', 'utils'],
+  // A GraphQL mutation as the protocol reads it: a context too.
+  graphql: ['interfaces', 'utils'],
   openapi: [
     'openapi',
     'interfaces',

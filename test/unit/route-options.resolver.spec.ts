@@ -28,7 +28,7 @@ describe('resolveRouteOptions', () => {
 
   it('a message handler reads its key with keyFrom, rejects keyless messages unless missingKey says so, and has no caller scope', () => {
     const keyFrom = (data: { id: string }) => data.id;
-    expect(resolveRouteOptions('here', 'A.b', {}, base, true)).toEqual({
+    expect(resolveRouteOptions('here', 'A.b', {}, base, 'message')).toEqual({
       id: 'A.b',
       ttlMs: 1000,
       missingHeader: 'reject', // not the module's missingHeader: that is about HTTP headers
@@ -40,39 +40,66 @@ describe('resolveRouteOptions', () => {
       message: { keyFrom: undefined, ack: false, maxAttempts: 5 },
     });
     expect(
-      resolveRouteOptions('here', 'A.b', { keyFrom, missingKey: 'pass-through', ack: true, maxAttempts: 1 }, base, true),
+      resolveRouteOptions('here', 'A.b', { keyFrom, missingKey: 'pass-through', ack: true, maxAttempts: 1 }, base, 'message'),
     ).toMatchObject({
       missingHeader: 'pass-through',
       message: { keyFrom, ack: true, maxAttempts: 1 },
     });
-    expect(resolveRouteOptions('here', 'A.b', { maxAttempts: 1000 }, base, true).message!.maxAttempts).toBe(1000);
+    expect(resolveRouteOptions('here', 'A.b', { maxAttempts: 1000 }, base, 'message').message!.maxAttempts).toBe(1000);
     for (const maxAttempts of [0, 1001, 1.5, '3']) {
-      expect(() => resolveRouteOptions('here', 'A.b', { maxAttempts: maxAttempts as never }, base, true)).toThrow(
+      expect(() => resolveRouteOptions('here', 'A.b', { maxAttempts: maxAttempts as never }, base, 'message')).toThrow(
         'here: maxAttempts must be an integer from 1 to 1000',
       );
     }
-    expect(() => resolveRouteOptions('here', 'A.b', { ack: 'yes' as never }, base, true)).toThrow(
+    expect(() => resolveRouteOptions('here', 'A.b', { ack: 'yes' as never }, base, 'message')).toThrow(
       'here: ack must be true or false',
     );
-    expect(() => resolveRouteOptions('here', 'A.b', { missingKey: 'skip' as never }, base, true)).toThrow(
+    expect(() => resolveRouteOptions('here', 'A.b', { missingKey: 'skip' as never }, base, 'message')).toThrow(
       "here: missingKey must be 'reject' or 'pass-through', got skip",
     );
-    expect(() => resolveRouteOptions('here', 'A.b', { keyFrom: 'id' as never }, base, true)).toThrow(
+    expect(() => resolveRouteOptions('here', 'A.b', { keyFrom: 'id' as never }, base, 'message')).toThrow(
       'here: keyFrom must be a function (data, context) => string, the message id',
     );
-    for (const option of ['identity', 'missingHeader', 'fingerprint'] as const) {
-      expect(() => resolveRouteOptions('here', 'A.b', { [option]: 'raw' }, base, true)).toThrow(
-        `here: ${option} is an option of HTTP routes only`,
+    for (const option of ['identity', 'missingHeader'] as const) {
+      expect(() => resolveRouteOptions('here', 'A.b', { [option]: 'raw' }, base, 'message')).toThrow(
+        `here: ${option} is an option of HTTP routes and GraphQL mutations only`,
       );
     }
-    for (const option of ['keyFrom', 'missingKey', 'ack', 'maxAttempts'] as const) {
-      expect(() => resolveRouteOptions('here', 'A.b', { [option]: 'reject' }, base)).toThrow(
-        `here: ${option} is an option of message handlers only`,
+    for (const kind of ['message', 'graphql'] as const) {
+      expect(() => resolveRouteOptions('here', 'A.b', { fingerprint: 'raw' }, base, kind)).toThrow(
+        'here: fingerprint is an option of HTTP routes only',
       );
+    }
+    for (const option of ['missingKey', 'ack', 'maxAttempts'] as const) {
+      for (const kind of ['http', 'graphql'] as const) {
+        expect(() => resolveRouteOptions('here', 'A.b', { [option]: 'reject' }, base, kind)).toThrow(
+          `here: ${option} is an option of message handlers only`,
+        );
+      }
     }
     expect(() => resolveRouteOptions('here', 'A.b', { keyFrom: () => 'k' }, base)).toThrow(
-      'keyFrom is an option of message handlers only',
+      'here: keyFrom is an option of message handlers and GraphQL mutations only',
     );
+  });
+
+  it("a GraphQL mutation reads its key from the key header or keyFrom, with the module's identity and missingHeader", () => {
+    const keyFrom = (args: { key: string }) => args.key;
+    const identity = () => 'caller';
+    expect(resolveRouteOptions('here', 'R.m', {}, { ...base, identity, missingHeader: 'pass-through' }, 'graphql')).toEqual({
+      id: 'R.m',
+      ttlMs: 1000,
+      missingHeader: 'pass-through',
+      fingerprint: 'canonical',
+      fingerprintTag: '',
+      identity,
+      transactional: false,
+      leaseMs: 60_000,
+      graphql: { keyFrom: undefined },
+    });
+    expect(resolveRouteOptions('here', 'R.m', { keyFrom, missingHeader: 'reject' }, base, 'graphql')).toMatchObject({
+      missingHeader: 'reject',
+      graphql: { keyFrom },
+    });
   });
 
   it('a transactional route has the fixed transactionTimeoutMs lease, and needs the port and a store that completes in it', () => {

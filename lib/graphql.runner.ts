@@ -1,0 +1,77 @@
+import { type CallHandler, type ExecutionContext, Inject, Injectable } from '@nestjs/common';
+import { lastValueFrom, type Observable, of } from 'rxjs';
+import { errorExtensions } from './exceptions/error-extensions.js';
+import { IdempotencyException } from './exceptions/idempotency.exception.js';
+import { GraphqlContext } from './graphql/graphql.context.js';
+import { markReplayed } from './graphql/replay-marks.js';
+import { sentHeader, type HttpRequestLike } from './http/request.reader.js';
+import { setHeader } from './http/response.adapter.js';
+import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
+import { MESSAGES } from './idempotency.messages.js';
+import { IdentityResolverLoader } from './identity-resolver.loader.js';
+import { InboxRunner } from './inbox.runner.js';
+import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
+
+/** The GraphQL context object of Apollo on Express (`req`, `res`) or Fastify (`request`, `reply`). */
+interface GraphqlRequestContext {
+  req?: HttpRequestLike;
+  request?: HttpRequestLike;
+  res?: object;
+  reply?: object;
+}
+
+type GraphQLErrorType = new (message: string, options: { extensions: object }) => Error;
+let graphQLError: Promise<GraphQLErrorType> | undefined;
+
+/** Loaded on the first refused mutation: `graphql` is there whenever a resolver runs. */
+async function graphqlError(err: IdempotencyException): Promise<Error> {
+  graphQLError ??= import('graphql').then((m) => m.GraphQLError as GraphQLErrorType);
+  return new (await graphQLError)(err.reason, { extensions: errorExtensions(err) });
+}
+
+/**
+ * Runs an `@Idempotent()` GraphQL mutation resolver once per key: the key is the GraphQL request's
+ * key header (or what `keyFrom` reads of the arguments), scoped by the module's identity resolver on
+ * the request; the resolver's value is stored as JSON and a retry gets it back — its selected fields
+ * are then resolved from it — with the `Idempotent-Replayed` header and, with
+ * `idempotencyApolloPlugin()`, an `extensions.idempotency.replayed` entry. The module's refusals are
+ * GraphQL errors whose `extensions` are `{ code, status, retryable }`.
+ */
+@Injectable()
+export class GraphqlRunner {
+  constructor(
+    private readonly inbox: InboxRunner,
+    private readonly identities: IdentityResolverLoader,
+    @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+  ) {}
+
+  async handle(context: ExecutionContext, next: CallHandler, route: ResolvedRouteOptions): Promise<Observable<unknown>> {
+    const [, args, gql, info] =
+      context.getArgs<[unknown, unknown, GraphqlRequestContext, { fieldName: string; path: { key: string } }]>();
+    const request = gql.req ?? gql.request;
+    const { keyFrom } = route.graphql!;
+    const key = keyFrom ? keyFrom(args, context) : request && sentHeader(request, this.options.headerName);
+    try {
+      if (typeof key !== 'string' || key === '') {
+        if (route.missingHeader === 'pass-through') return next.handle();
+        throw IdempotencyException.of('key-missing', keyFrom ? MESSAGES.argumentKey : MESSAGES.missing(this.options.headerName));
+      }
+      const scoped = (r: ResolvedRouteOptions) =>
+        this.identities.scopeOf(request ?? { method: 'POST', url: '', headers: {} }, context, r);
+      const call = new GraphqlContext(key, info.fieldName, args, scoped);
+      const work = (): Promise<unknown> => lastValueFrom(next.handle(), { defaultValue: undefined });
+      const done = await this.inbox.run(route, call, work);
+      if (done.duplicate) this.replayed(gql, info.path.key);
+      return of(done.value);
+    } catch (err) {
+      throw err instanceof IdempotencyException && err.code ? await graphqlError(err) : err;
+    }
+  }
+
+  private replayed(gql: GraphqlRequestContext, field: string): void {
+    markReplayed(gql, field);
+    const response = gql.res ?? gql.reply;
+    const { replayedHeader } = this.options;
+    if (response && replayedHeader) setHeader(response, replayedHeader, 'true');
+  }
+}

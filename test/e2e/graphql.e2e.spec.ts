@@ -1,0 +1,238 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { ApolloDriver, type ApolloDriverConfig } from '@nestjs/apollo';
+import {
+  type CanActivate,
+  createParamDecorator,
+  type ExecutionContext,
+  Injectable,
+  type INestApplication,
+  Module,
+  UseGuards,
+} from '@nestjs/common';
+import { Args, Field, GqlExecutionContext, GraphQLModule, Int, Mutation, ObjectType, Query, Resolver } from '@nestjs/graphql';
+import { Test } from '@nestjs/testing';
+import request from 'supertest';
+import { Idempotent, idempotencyApolloPlugin, IdempotencyModule, InMemoryStore } from '../../lib/index.js';
+import { until } from '../support/timing.js';
+
+@ObjectType()
+class Refund {
+  @Field()
+  orderId!: string;
+  @Field(() => Int)
+  amount!: number;
+  @Field(() => Int)
+  run!: number;
+  @Field()
+  account!: string;
+}
+
+/** What the resolvers did; held runs wait for the test. */
+@Injectable()
+class Refunds {
+  readonly runs = new Map<string, number>();
+  hold: Promise<void> | undefined;
+  failNext = false;
+
+  async refund(field: string, orderId: string, amount: number, account: string): Promise<Refund> {
+    const run = (this.runs.get(`${field}:${orderId}`) ?? 0) + 1;
+    this.runs.set(`${field}:${orderId}`, run);
+    await this.hold;
+    if (this.failNext) {
+      this.failNext = false;
+      throw new Error('payment provider down');
+    }
+    return { orderId, amount, run, account };
+  }
+}
+
+/** Bearer tokens to accounts, as an auth guard puts the caller on the GraphQL request's `req`. */
+@Injectable()
+class AuthGuard implements CanActivate {
+  canActivate(context: ExecutionContext): boolean {
+    const { req } = GqlExecutionContext.create(context).getContext<{ req: { headers: Record<string, string>; user?: object } }>();
+    req.user = { account: req.headers.authorization === 'Bearer bob' ? 'bob' : 'alice' };
+    return true;
+  }
+}
+
+const caller = (req: { user: { account: string } }) => req.user.account;
+
+/** The account the guard put on the GraphQL request. */
+const GqlUser = createParamDecorator(
+  (_: unknown, context: ExecutionContext) =>
+    GqlExecutionContext.create(context).getContext<{ req: { user: { account: string } } }>().req.user.account,
+);
+
+@Resolver(() => Refund)
+@UseGuards(AuthGuard)
+class RefundsResolver {
+  constructor(private readonly refunds: Refunds) {}
+
+  @Query(() => String)
+  health() {
+    return 'ok';
+  }
+
+  @Mutation(() => Refund)
+  @Idempotent({ identity: caller })
+  refund(@Args('orderId') orderId: string, @Args('amount', { type: () => Int }) amount: number, @GqlUser() account: string) {
+    return this.refunds.refund('refund', orderId, amount, account);
+  }
+
+  @Mutation(() => Refund)
+  @Idempotent({ identity: caller })
+  adjust(@Args('orderId') orderId: string, @Args('amount', { type: () => Int }) amount: number, @GqlUser() account: string) {
+    return this.refunds.refund('adjust', orderId, amount, account);
+  }
+
+  /** Shopify-style: the key is an argument. */
+  @Mutation(() => Refund)
+  @Idempotent({ keyFrom: (args: { idempotencyKey?: string }) => args.idempotencyKey })
+  refundWithKey(
+    @Args('idempotencyKey') _key: string,
+    @Args('orderId') orderId: string,
+    @Args('amount', { type: () => Int }) amount: number,
+  ) {
+    return this.refunds.refund('refundWithKey', orderId, amount, '-');
+  }
+}
+
+@Module({
+  imports: [
+    IdempotencyModule.forRoot({ store: new InMemoryStore() }),
+    GraphQLModule.forRoot<ApolloDriverConfig>({
+      driver: ApolloDriver,
+      autoSchemaFile: true,
+      plugins: [idempotencyApolloPlugin()],
+      context: ({ req, res }: { req: unknown; res: unknown }) => ({ req, res }),
+    }),
+  ],
+  providers: [RefundsResolver, Refunds, AuthGuard],
+})
+class AppModule {}
+
+type GraphqlAnswer = {
+  status: number;
+  replayedHeader: string | undefined;
+  body: {
+    data?: Record<string, unknown> | null;
+    errors?: { message: string; path?: string[]; extensions: Record<string, unknown> }[];
+    extensions?: object;
+  };
+};
+
+describe('@Idempotent() on GraphQL mutations (Apollo on Express)', () => {
+  let app: INestApplication;
+  let refunds: Refunds;
+  beforeAll(async () => {
+    const moduleRef = await Test.createTestingModule({ imports: [AppModule] }).compile();
+    app = moduleRef.createNestApplication({ logger: false });
+    await app.init();
+    refunds = app.get(Refunds);
+  });
+  afterAll(async () => {
+    await app?.close();
+  });
+
+  const gql = async (query: string, headers: Record<string, string> = {}): Promise<GraphqlAnswer> => {
+    const res = await request(app.getHttpServer()).post('/graphql').set(headers).send({ query });
+    return {
+      status: res.status,
+      replayedHeader: res.headers['idempotent-replayed'],
+      body: res.body as GraphqlAnswer['body'],
+    };
+  };
+  const refund = (key: string | undefined, orderId: string, amount = 5, selection = 'orderId amount run account', extra = {}) =>
+    gql(`mutation Pay { refund(orderId: "${orderId}", amount: ${amount}) { ${selection} } }`, {
+      ...(key && { 'idempotency-key': key }),
+      ...extra,
+    });
+
+  it('a retry with the same key gets the same data, marked replayed; the resolver ran once', async () => {
+    const first = await refund('k-1', 'o-1');
+    expect(first.body).toEqual({ data: { refund: { orderId: 'o-1', amount: 5, run: 1, account: 'alice' } } });
+    expect(first.replayedHeader).toBeUndefined();
+    const retry = await refund('k-1', 'o-1');
+    expect(retry.body).toEqual({ ...first.body, extensions: { idempotency: { replayed: ['refund'] } } });
+    expect(retry.replayedHeader).toBe('true');
+    expect(refunds.runs.get('refund:o-1')).toBe(1);
+  });
+
+  it('the fingerprint is the field and its arguments: another operation name, other fields selected, an alias — still the same call', async () => {
+    await refund('k-2', 'o-2');
+    const other = await gql('mutation Other { again: refund(amount: 5, orderId: "o-2") { run } }', { 'idempotency-key': 'k-2' });
+    expect(other.body).toEqual({ data: { again: { run: 1 } }, extensions: { idempotency: { replayed: ['again'] } } });
+    expect(refunds.runs.get('refund:o-2')).toBe(1);
+  });
+
+  it('the same key with other arguments is IDEMPOTENCY_KEY_REUSED, and the key is never echoed', async () => {
+    await refund('k-3-secret', 'o-3');
+    const reused = await refund('k-3-secret', 'o-3', 6);
+    expect(reused.body.data).toBeNull();
+    expect(reused.body.errors).toEqual([
+      {
+        message: 'idempotency-key was already used for a different request',
+        locations: [{ line: 1, column: 16 }],
+        path: ['refund'],
+        extensions: { code: 'IDEMPOTENCY_KEY_REUSED', status: 422, retryable: false },
+      },
+    ]);
+    expect(JSON.stringify(reused.body)).not.toContain('k-3-secret');
+  });
+
+  it('keys are per caller: the same key from another account is another record', async () => {
+    await refund('k-4', 'o-4');
+    const bob = await refund('k-4', 'o-4', 5, 'run account', { authorization: 'Bearer bob' });
+    expect(bob.body).toEqual({ data: { refund: { run: 2, account: 'bob' } } });
+  });
+
+  it('without a key: IDEMPOTENCY_KEY_MISSING, and the resolver does not run', async () => {
+    const missing = await refund(undefined, 'o-5');
+    expect(missing.body.errors?.[0]).toMatchObject({
+      message: 'idempotency-key header is required',
+      extensions: { code: 'IDEMPOTENCY_KEY_MISSING', status: 400, retryable: false },
+    });
+    expect(refunds.runs.has('refund:o-5')).toBe(false);
+  });
+
+  it('a duplicate while the first runs is IDEMPOTENCY_KEY_IN_FLIGHT (retryable); a thrown error frees the key', async () => {
+    let release!: () => void;
+    refunds.hold = new Promise<void>((r) => (release = r));
+    const first = refund('k-6', 'o-6');
+    await until(() => refunds.runs.has('refund:o-6'));
+    const duplicate = await refund('k-6', 'o-6');
+    expect(duplicate.body.errors?.[0].extensions).toEqual({ code: 'IDEMPOTENCY_KEY_IN_FLIGHT', status: 409, retryable: true });
+    refunds.failNext = true;
+    release();
+    refunds.hold = undefined;
+    expect((await first).body.errors?.[0].message).toBe('payment provider down');
+    expect((await refund('k-6', 'o-6')).body).toEqual({
+      data: { refund: { orderId: 'o-6', amount: 5, run: 2, account: 'alice' } },
+    });
+  });
+
+  it('two mutations of one document under one key header: each field has a record of its own', async () => {
+    const both = 'mutation Both { refund(orderId: "o-7", amount: 1) { run } adjust(orderId: "o-7", amount: 1) { run } }';
+    expect((await gql(both, { 'idempotency-key': 'k-7' })).body).toEqual({ data: { refund: { run: 1 }, adjust: { run: 1 } } });
+    expect((await gql(both, { 'idempotency-key': 'k-7' })).body).toEqual({
+      data: { refund: { run: 1 }, adjust: { run: 1 } },
+      extensions: { idempotency: { replayed: ['refund', 'adjust'] } },
+    });
+  });
+
+  it('keyFrom reads the key from an argument (Shopify style); without it the mutation is refused', async () => {
+    const withKey = (key: string) =>
+      gql(`mutation { refundWithKey(idempotencyKey: "${key}", orderId: "o-8", amount: 2) { run } }`);
+    expect((await withKey('arg-1')).body).toEqual({ data: { refundWithKey: { run: 1 } } });
+    expect((await withKey('arg-1')).body.data).toEqual({ refundWithKey: { run: 1 } });
+    expect((await withKey('')).body.errors?.[0]).toMatchObject({
+      message: 'the mutation has no idempotency key in the argument its keyFrom reads',
+      extensions: { code: 'IDEMPOTENCY_KEY_MISSING' },
+    });
+  });
+
+  it('a query is not touched', async () => {
+    expect((await gql('{ health }')).body).toEqual({ data: { health: 'ok' } });
+  });
+});
