@@ -1,0 +1,139 @@
+import { describe, expect, it } from '@jest/globals';
+import { type CallHandler } from '@nestjs/common';
+import { ExecutionContextHost } from '@nestjs/core/helpers/execution-context-host.js';
+import { Args, Mutation, Resolver } from '@nestjs/graphql';
+import { GraphQLError } from 'graphql';
+import { lastValueFrom, type Observable, of } from 'rxjs';
+import { Idempotent, idempotencyApolloPlugin, type IdempotencyModuleOptions, InMemoryStore } from '../../lib/index.js';
+import { GraphqlContext } from '../../lib/graphql/graphql.context.js';
+import type { ResolvedRouteOptions } from '../../lib/interfaces/resolved-options.interface.js';
+import { FakeResponse } from '../support/fake-response.js';
+import { createProtocol, destroyProtocolsAfterEach } from '../support/protocol.js';
+
+@Resolver()
+class Refunds {
+  @Mutation(() => String)
+  @Idempotent()
+  refund(@Args('orderId') orderId: string) {
+    return orderId;
+  }
+
+  @Mutation(() => String)
+  @Idempotent({ missingHeader: 'pass-through' })
+  note(@Args('text') text: string) {
+    return text;
+  }
+}
+
+type Gql = { req?: object; request?: object; res?: object; reply?: object };
+
+function setup(options: IdempotencyModuleOptions = {}, handler: 'refund' | 'note' = 'refund') {
+  const { interceptor } = createProtocol({ store: new InMemoryStore(), ...options });
+  const call = async (args: object, gql: Gql, handle: () => Observable<unknown> = () => of('ran'), key = 'refund') => {
+    const info = { fieldName: handler, path: { key } };
+    const context = new ExecutionContextHost([{}, args, gql, info], Refunds, Refunds.prototype[handler]);
+    context.setType('graphql');
+    const next: CallHandler = { handle };
+    try {
+      return await lastValueFrom(await interceptor.intercept(context, next));
+    } catch (err) {
+      return err instanceof GraphQLError ? { message: err.message, extensions: err.extensions } : err;
+    }
+  };
+  return { call };
+}
+
+const request = (key?: string) => ({ method: 'POST', url: '/graphql', headers: key ? { 'idempotency-key': key } : {} });
+
+/** Runs the plugin's willSendResponse on a response for `contextValue`. */
+async function sent(contextValue: object, body: object): Promise<object> {
+  const hooks = (await (idempotencyApolloPlugin() as { requestDidStart: () => Promise<object> }).requestDidStart()) as {
+    willSendResponse: (r: object) => Promise<void>;
+  };
+  const response = { body };
+  await hooks.willSendResponse({ response, contextValue });
+  return response.body;
+}
+
+describe('GraphqlRunner (the interceptor on @Mutation() resolvers)', () => {
+  destroyProtocolsAfterEach();
+
+  it('reads the key header of Apollo on Express (req, res) and of Fastify (request, reply); marks a replay on either', async () => {
+    const { call } = setup();
+    const res = new FakeResponse();
+    expect(await call({ orderId: 'o-1' }, { req: request('k-1'), res })).toBe('ran');
+    expect(await call({ orderId: 'o-1' }, { req: request('k-1'), res }, () => of('again'))).toBe('ran');
+    expect(res.getHeader('idempotent-replayed')).toBe('true');
+    const reply = new FakeResponse();
+    expect(await call({ orderId: 'o-2' }, { request: request('k-2'), reply })).toBe('ran');
+    expect(await call({ orderId: 'o-2' }, { request: request('k-2'), reply }, () => of('again'))).toBe('ran');
+    expect(reply.getHeader('idempotent-replayed')).toBe('true');
+  });
+
+  it('a context without a request has no key; replayedHeader: false sets no header; the replay is noted for the plugin', async () => {
+    const { call } = setup({ replayedHeader: false });
+    expect(await call({ orderId: 'o-3' }, {})).toEqual({
+      message: 'idempotency-key header is required',
+      extensions: { code: 'IDEMPOTENCY_KEY_MISSING', status: 400, retryable: false },
+    });
+    const res = new FakeResponse();
+    const gql = { req: request('k-3'), res };
+    await call({ orderId: 'o-3' }, gql);
+    await call({ orderId: 'o-3' }, gql, () => of('again'), 'alias');
+    expect(res.getHeader('idempotent-replayed')).toBeUndefined();
+    expect(await sent(gql, { kind: 'single', singleResult: { data: {}, extensions: { trace: 1 } } })).toEqual({
+      kind: 'single',
+      singleResult: { data: {}, extensions: { trace: 1, idempotency: { replayed: ['alias'] } } },
+    });
+  });
+
+  it('the plugin leaves a response without replays, or an incremental one, alone', async () => {
+    expect(await sent({}, { kind: 'single', singleResult: { data: {} } })).toEqual({
+      kind: 'single',
+      singleResult: { data: {} },
+    });
+    const gql = { req: request('k-4') };
+    const { call } = setup();
+    await call({ orderId: 'o-4' }, gql);
+    await call({ orderId: 'o-4' }, gql);
+    expect(await sent(gql, { kind: 'incremental' })).toEqual({ kind: 'incremental' });
+  });
+
+  it("pass-through: a mutation without a key runs as it is, the resolver's own stream returned", async () => {
+    const { call } = setup({}, 'note');
+    expect(await call({ text: 't' }, { req: request() }, () => of('free'))).toBe('free');
+    expect(await call({ text: 't' }, { req: request() }, () => of('free again'))).toBe('free again');
+  });
+
+  it("the resolver's own errors pass untouched and free the key", async () => {
+    const { call } = setup();
+    const own = new Error('declined');
+    const thrown = await call({ orderId: 'o-5' }, { req: request('k-5') }, () => {
+      throw own;
+    });
+    expect(thrown).toBe(own);
+    expect(await call({ orderId: 'o-5' }, { req: request('k-5') })).toBe('ran');
+  });
+});
+
+describe('GraphqlContext', () => {
+  const route = { id: 'Refunds.refund' } as ResolvedRouteOptions;
+
+  it('scopes the key by the caller and the mutation, the caller given now or later', async () => {
+    expect(new GraphqlContext('k', 'refund', {}, () => 'alice').scope(route)).toBe('alice%GRefunds.refund');
+    expect(await new GraphqlContext('k', 'refund', {}, () => Promise.resolve('%')).scope(route)).toBe('%%GRefunds.refund');
+    expect(new GraphqlContext('k', 'refund', {}, () => 'a').scope({ id: 'R:x%' } as ResolvedRouteOptions)).toBe('a%GR%3Ax%25');
+  });
+
+  it('its fingerprint is the field and its canonical arguments, pinned: a change would make every key in flight across a deploy key-reused', () => {
+    const context = new GraphqlContext('k', 'refund', { b: 1, a: 'x' }, () => '%');
+    expect(context.fingerprint(route)).toBe(new GraphqlContext('k', 'refund', { a: 'x', b: 1 }, () => '%').fingerprint(route));
+    expect(context.fingerprint(route)).toBe('RUcoIQmb9Vh6NpUynKfwRVzgTOPgcvfr6mpsvs_rWRc');
+    expect(context.sentKey()).toBe('k');
+    expect(context.method).toBeUndefined();
+    expect(context.matches('a', 'a')).toBe(true);
+    expect(context.matches('a', 'b')).toBe(false);
+    expect(() => context.check()).not.toThrow();
+    expect(context.answer()).toBeUndefined();
+  });
+});
