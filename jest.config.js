@@ -6,7 +6,12 @@ export default {
   // Stryker's sandbox is a copy of the project: never collect or resolve from it.
   modulePathIgnorePatterns: ['<rootDir>/.stryker-tmp/'],
   extensionsToTreatAsEsm: ['.ts'],
-  moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
+  moduleNameMapper: {
+    '^(\\.{1,2}/.*)\\.js$': '$1',
+    // @fastify/static (which Mercurius loads) require()s content-disposition 3, an ES module: Node 20
+    // loads that, jest's module registry cannot. Version 2 (CommonJS, Express's) has the same API.
+    '^content-disposition$': '<rootDir>/node_modules/content-disposition/dist/index.js',
+  },
   transform: {
     '^.+\\.ts$': ['ts-jest', { useESM: true, tsconfig: 'tsconfig.json' }],
   },

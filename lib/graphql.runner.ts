@@ -12,12 +12,15 @@ import { IdentityResolverLoader } from './identity-resolver.loader.js';
 import { InboxRunner } from './inbox.runner.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
 
-/** The GraphQL context object of Apollo on Express (`req`, `res`) or Fastify (`request`, `reply`). */
+/**
+ * The GraphQL context object: Apollo's on Express (`req`, `res`) or Fastify (`request`, `reply`),
+ * Mercurius's (its `reply`, whose `request` is the request).
+ */
 interface GraphqlRequestContext {
   req?: HttpRequestLike;
   request?: HttpRequestLike;
   res?: object;
-  reply?: object;
+  reply?: { request?: HttpRequestLike };
 }
 
 type GraphQLErrorType = new (message: string, options: { extensions: object }) => Error;
@@ -48,7 +51,7 @@ export class GraphqlRunner {
   async handle(context: ExecutionContext, next: CallHandler, route: ResolvedRouteOptions): Promise<Observable<unknown>> {
     const [, args, gql, info] =
       context.getArgs<[unknown, unknown, GraphqlRequestContext, { fieldName: string; path: { key: string } }]>();
-    const request = gql.req ?? gql.request;
+    const request = gql.req ?? gql.request ?? gql.reply?.request;
     const { keyFrom } = route.graphql!;
     const key = keyFrom ? keyFrom(args, context) : request && sentHeader(request, this.options.headerName);
     try {

@@ -1,16 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { ApolloDriver, type ApolloDriverConfig } from '@nestjs/apollo';
+import { MercuriusDriver, type MercuriusDriverConfig } from '@nestjs/mercurius';
+import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import {
   type CanActivate,
   createParamDecorator,
   type ExecutionContext,
   Injectable,
   type INestApplication,
-  Module,
   UseGuards,
 } from '@nestjs/common';
 import { Args, Field, GqlExecutionContext, GraphQLModule, Int, Mutation, ObjectType, Query, Resolver } from '@nestjs/graphql';
-import { Test } from '@nestjs/testing';
+import { Test, type TestingModule } from '@nestjs/testing';
 import request from 'supertest';
 import { Idempotent, idempotencyApolloPlugin, IdempotencyModule, InMemoryStore } from '../../lib/index.js';
 import { until } from '../support/timing.js';
@@ -50,7 +51,10 @@ class Refunds {
 @Injectable()
 class AuthGuard implements CanActivate {
   canActivate(context: ExecutionContext): boolean {
-    const { req } = GqlExecutionContext.create(context).getContext<{ req: { headers: Record<string, string>; user?: object } }>();
+    type Request = { headers: Record<string, string>; user?: object };
+    const gql = GqlExecutionContext.create(context).getContext<{ req?: Request; reply?: { request: Request } }>();
+    // Apollo's context has the request as req; Mercurius's has it on its reply.
+    const req = gql.req ?? gql.reply!.request;
     req.user = { account: req.headers.authorization === 'Bearer bob' ? 'bob' : 'alice' };
     return true;
   }
@@ -58,11 +62,12 @@ class AuthGuard implements CanActivate {
 
 const caller = (req: { user: { account: string } }) => req.user.account;
 
+type Caller = { user: { account: string } };
 /** The account the guard put on the GraphQL request. */
-const GqlUser = createParamDecorator(
-  (_: unknown, context: ExecutionContext) =>
-    GqlExecutionContext.create(context).getContext<{ req: { user: { account: string } } }>().req.user.account,
-);
+const GqlUser = createParamDecorator((_: unknown, context: ExecutionContext) => {
+  const gql = GqlExecutionContext.create(context).getContext<{ req?: Caller; reply?: { request: Caller } }>();
+  return (gql.req ?? gql.reply!.request).user.account;
+});
 
 @Resolver(() => Refund)
 @UseGuards(AuthGuard)
@@ -98,19 +103,27 @@ class RefundsResolver {
   }
 }
 
-@Module({
-  imports: [
-    IdempotencyModule.forRoot({ store: new InMemoryStore() }),
-    GraphQLModule.forRoot<ApolloDriverConfig>({
+/** The GraphQL drivers under test: Apollo on Express (with the plugin), Mercurius on Fastify (header only). */
+const DRIVERS = [
+  {
+    name: 'Apollo on Express',
+    plugin: true,
+    graphql: GraphQLModule.forRoot<ApolloDriverConfig>({
       driver: ApolloDriver,
       autoSchemaFile: true,
       plugins: [idempotencyApolloPlugin()],
       context: ({ req, res }: { req: unknown; res: unknown }) => ({ req, res }),
     }),
-  ],
-  providers: [RefundsResolver, Refunds, AuthGuard],
-})
-class AppModule {}
+    create: (module: TestingModule): INestApplication => module.createNestApplication({ logger: false }),
+  },
+  {
+    name: 'Mercurius on Fastify',
+    plugin: false,
+    graphql: GraphQLModule.forRoot<MercuriusDriverConfig>({ driver: MercuriusDriver, autoSchemaFile: true }),
+    create: (module: TestingModule): INestApplication =>
+      module.createNestApplication<NestFastifyApplication>(new FastifyAdapter(), { logger: false }),
+  },
+] as const;
 
 type GraphqlAnswer = {
   status: number;
@@ -122,15 +135,21 @@ type GraphqlAnswer = {
   };
 };
 
-describe('@Idempotent() on GraphQL mutations (Apollo on Express)', () => {
+describe.each(DRIVERS.map((d) => [d.name, d] as const))('@Idempotent() on GraphQL mutations (%s)', (_, driver) => {
   let app: INestApplication;
   let refunds: Refunds;
   beforeAll(async () => {
-    const moduleRef = await Test.createTestingModule({ imports: [AppModule] }).compile();
-    app = moduleRef.createNestApplication({ logger: false });
+    const moduleRef = await Test.createTestingModule({
+      imports: [IdempotencyModule.forRoot({ store: new InMemoryStore() }), driver.graphql],
+      providers: [RefundsResolver, Refunds, AuthGuard],
+    }).compile();
+    app = driver.create(moduleRef);
     await app.init();
+    if (driver.name === 'Mercurius on Fastify') await (app as NestFastifyApplication).getHttpAdapter().getInstance().ready();
     refunds = app.get(Refunds);
   });
+  /** The response's extensions on a replay: the plugin's entry on Apollo, none on Mercurius. */
+  const replayed = (...fields: string[]) => (driver.plugin ? { extensions: { idempotency: { replayed: fields } } } : {});
   afterAll(async () => {
     await app?.close();
   });
@@ -154,7 +173,7 @@ describe('@Idempotent() on GraphQL mutations (Apollo on Express)', () => {
     expect(first.body).toEqual({ data: { refund: { orderId: 'o-1', amount: 5, run: 1, account: 'alice' } } });
     expect(first.replayedHeader).toBeUndefined();
     const retry = await refund('k-1', 'o-1');
-    expect(retry.body).toEqual({ ...first.body, extensions: { idempotency: { replayed: ['refund'] } } });
+    expect(retry.body).toEqual({ ...first.body, ...replayed('refund') });
     expect(retry.replayedHeader).toBe('true');
     expect(refunds.runs.get('refund:o-1')).toBe(1);
   });
@@ -162,7 +181,7 @@ describe('@Idempotent() on GraphQL mutations (Apollo on Express)', () => {
   it('the fingerprint is the field and its arguments: another operation name, other fields selected, an alias — still the same call', async () => {
     await refund('k-2', 'o-2');
     const other = await gql('mutation Other { again: refund(amount: 5, orderId: "o-2") { run } }', { 'idempotency-key': 'k-2' });
-    expect(other.body).toEqual({ data: { again: { run: 1 } }, extensions: { idempotency: { replayed: ['again'] } } });
+    expect(other.body).toEqual({ data: { again: { run: 1 } }, ...replayed('again') });
     expect(refunds.runs.get('refund:o-2')).toBe(1);
   });
 
@@ -217,7 +236,7 @@ describe('@Idempotent() on GraphQL mutations (Apollo on Express)', () => {
     expect((await gql(both, { 'idempotency-key': 'k-7' })).body).toEqual({ data: { refund: { run: 1 }, adjust: { run: 1 } } });
     expect((await gql(both, { 'idempotency-key': 'k-7' })).body).toEqual({
       data: { refund: { run: 1 }, adjust: { run: 1 } },
-      extensions: { idempotency: { replayed: ['refund', 'adjust'] } },
+      ...replayed('refund', 'adjust'),
     });
   });
 

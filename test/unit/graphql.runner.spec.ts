@@ -25,7 +25,7 @@ class Refunds {
   }
 }
 
-type Gql = { req?: object; request?: object; res?: object; reply?: object };
+type Gql = { req?: object; request?: object; res?: object; reply?: object & { request?: object } };
 
 function setup(options: IdempotencyModuleOptions = {}, handler: 'refund' | 'note' = 'refund') {
   const { interceptor } = createProtocol({ store: new InMemoryStore(), ...options });
@@ -58,7 +58,7 @@ async function sent(contextValue: object, body: object): Promise<object> {
 describe('GraphqlRunner (the interceptor on @Mutation() resolvers)', () => {
   destroyProtocolsAfterEach();
 
-  it('reads the key header of Apollo on Express (req, res) and of Fastify (request, reply); marks a replay on either', async () => {
+  it('reads the key header of Apollo on Express (req, res), on Fastify (request, reply) and of Mercurius (reply.request); marks a replay on each', async () => {
     const { call } = setup();
     const res = new FakeResponse();
     expect(await call({ orderId: 'o-1' }, { req: request('k-1'), res })).toBe('ran');
@@ -68,6 +68,11 @@ describe('GraphqlRunner (the interceptor on @Mutation() resolvers)', () => {
     expect(await call({ orderId: 'o-2' }, { request: request('k-2'), reply })).toBe('ran');
     expect(await call({ orderId: 'o-2' }, { request: request('k-2'), reply }, () => of('again'))).toBe('ran');
     expect(reply.getHeader('idempotent-replayed')).toBe('true');
+    // Mercurius: the context has the reply, the request is on it.
+    const mercurius = Object.assign(new FakeResponse(), { request: request('k-9') });
+    expect(await call({ orderId: 'o-9' }, { reply: mercurius })).toBe('ran');
+    expect(await call({ orderId: 'o-9' }, { reply: mercurius }, () => of('again'))).toBe('ran');
+    expect(mercurius.getHeader('idempotent-replayed')).toBe('true');
   });
 
   it('a context without a request has no key; replayedHeader: false sets no header; the replay is noted for the plugin', async () => {
