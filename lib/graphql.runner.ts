@@ -1,6 +1,6 @@
 import { type CallHandler, type ExecutionContext, Inject, Injectable } from '@nestjs/common';
 import { lastValueFrom, type Observable, of } from 'rxjs';
-import { errorExtensions } from './exceptions/error-extensions.js';
+import { GraphqlRefusal } from './exceptions/graphql-refusal.exception.js';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
 import { GraphqlContext } from './graphql/graphql.context.js';
 import { markReplayed } from './graphql/replay-marks.js';
@@ -21,15 +21,6 @@ interface GraphqlRequestContext {
   request?: HttpRequestLike;
   res?: object;
   reply?: { request?: HttpRequestLike };
-}
-
-type GraphQLErrorType = new (message: string, options: { extensions: object }) => Error;
-let graphQLError: Promise<GraphQLErrorType> | undefined;
-
-/** Loaded on the first refused mutation: `graphql` is there whenever a resolver runs. */
-async function graphqlError(err: IdempotencyException): Promise<Error> {
-  graphQLError ??= import('graphql').then((m) => m.GraphQLError as GraphQLErrorType);
-  return new (await graphQLError)(err.reason, { extensions: errorExtensions(err) });
 }
 
 /**
@@ -67,7 +58,7 @@ export class GraphqlRunner {
       if (done.duplicate) this.replayed(gql, info.path.key);
       return of(done.value);
     } catch (err) {
-      throw err instanceof IdempotencyException && err.code ? await graphqlError(err) : err;
+      throw err instanceof IdempotencyException && err.code ? new GraphqlRefusal(err) : err;
     }
   }
 

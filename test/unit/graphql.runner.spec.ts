@@ -1,8 +1,8 @@
 import { describe, expect, it } from '@jest/globals';
-import { type CallHandler } from '@nestjs/common';
+import { type CallHandler, IntrinsicException } from '@nestjs/common';
 import { ExecutionContextHost } from '@nestjs/core/helpers/execution-context-host.js';
 import { Args, Mutation, Resolver } from '@nestjs/graphql';
-import { GraphQLError } from 'graphql';
+import { GraphqlRefusal } from '../../lib/exceptions/graphql-refusal.exception.js';
 import { lastValueFrom, type Observable, of } from 'rxjs';
 import { Idempotent, idempotencyApolloPlugin, type IdempotencyModuleOptions, InMemoryStore } from '../../lib/index.js';
 import { GraphqlContext } from '../../lib/graphql/graphql.context.js';
@@ -37,7 +37,7 @@ function setup(options: IdempotencyModuleOptions = {}, handler: 'refund' | 'note
     try {
       return await lastValueFrom(await interceptor.intercept(context, next));
     } catch (err) {
-      return err instanceof GraphQLError ? { message: err.message, extensions: err.extensions } : err;
+      return err instanceof GraphqlRefusal ? { message: err.message, extensions: err.extensions } : err;
     }
   };
   return { call };
@@ -73,6 +73,19 @@ describe('GraphqlRunner (the interceptor on @Mutation() resolvers)', () => {
     expect(await call({ orderId: 'o-9' }, { reply: mercurius })).toBe('ran');
     expect(await call({ orderId: 'o-9' }, { reply: mercurius }, () => of('again'))).toBe('ran');
     expect(mercurius.getHeader('idempotent-replayed')).toBe('true');
+  });
+
+  it('a refusal is no logged fault and carries no file path: the stack is its sentence', async () => {
+    const context = new ExecutionContextHost(
+      [{}, { orderId: 'o-0' }, {}, { fieldName: 'refund', path: { key: 'refund' } }],
+      Refunds,
+      Refunds.prototype.refund,
+    );
+    context.setType('graphql');
+    const { interceptor } = createProtocol({ store: new InMemoryStore() });
+    const refusal = await interceptor.intercept(context, { handle: () => of('ran') }).catch((err: unknown) => err);
+    expect(refusal).toBeInstanceOf(IntrinsicException);
+    expect(refusal).toMatchObject({ name: 'GraphQLError', stack: 'GraphQLError: idempotency-key header is required' });
   });
 
   it('a context without a request has no key; replayedHeader: false sets no header; the replay is noted for the plugin', async () => {
