@@ -13,7 +13,7 @@ import {
 import { Args, Field, GqlExecutionContext, GraphQLModule, Int, Mutation, ObjectType, Query, Resolver } from '@nestjs/graphql';
 import { Test, type TestingModule } from '@nestjs/testing';
 import request from 'supertest';
-import { Idempotent, idempotencyApolloPlugin, IdempotencyModule, InMemoryStore } from '../../lib/index.js';
+import { IdempotencyException, Idempotent, idempotencyApolloPlugin, IdempotencyModule, InMemoryStore } from '../../lib/index.js';
 import { until } from '../support/timing.js';
 
 @ObjectType()
@@ -89,6 +89,13 @@ class RefundsResolver {
   @Idempotent({ identity: caller })
   adjust(@Args('orderId') orderId: string, @Args('amount', { type: () => Int }) amount: number, @GqlUser() account: string) {
     return this.refunds.refund('adjust', orderId, amount, account);
+  }
+
+  /** Its own IdempotencyException: reported as the field's error, not swallowed by the module's filter. */
+  @Mutation(() => Refund)
+  @Idempotent()
+  busy(@Args('orderId') _orderId: string): Refund {
+    throw new IdempotencyException(409, 'the ledger is busy');
   }
 
   /** Shopify-style: the key is an argument. */
@@ -249,6 +256,11 @@ describe.each(DRIVERS.map((d) => [d.name, d] as const))('@Idempotent() on GraphQ
       message: 'the mutation has no idempotency key in the argument its keyFrom reads',
       extensions: { code: 'IDEMPOTENCY_KEY_MISSING' },
     });
+  });
+
+  it("the resolver's own IdempotencyException is the field's error", async () => {
+    const busy = await gql('mutation { busy(orderId: "o-9") { run } }', { 'idempotency-key': 'k-9' });
+    expect(busy.body.errors?.map((e) => e.message)).toEqual(['the ledger is busy']);
   });
 
   it('a query is not touched', async () => {

@@ -14,7 +14,7 @@ import {
 import { Test } from '@nestjs/testing';
 import type { AddressInfo, Server } from 'node:net';
 import { lastValueFrom } from 'rxjs';
-import { type IdempotencyEvent, Idempotent, IdempotencyModule, InMemoryStore } from '../../lib/index.js';
+import { type IdempotencyEvent, IdempotencyException, Idempotent, IdempotencyModule, InMemoryStore } from '../../lib/index.js';
 import { RedisServer, redisAvailable } from '../support/redis-server.js';
 import { until } from '../support/timing.js';
 
@@ -61,6 +61,13 @@ class PaymentsConsumer {
   @Idempotent({ missingKey: 'pass-through' })
   async optional(@Payload() data: Charge) {
     return { run: await this.ledger.run(`optional:${data.idempotencyKey}`) };
+  }
+
+  /** Its own IdempotencyException (an IdempotencyInbox.run() inside it, say): the sender gets it as thrown. */
+  @MessagePattern('busy')
+  @Idempotent()
+  busy() {
+    throw new IdempotencyException(409, 'the ledger is busy');
   }
 
   @EventPattern('shipped')
@@ -188,6 +195,13 @@ describe.each(transports.map((t) => [t.name, t] as const))('@Idempotent() messag
     expect(ledger.runs.has('charge:undefined')).toBe(false);
     expect(await send('optional', { amount: 1 })).toEqual({ run: 1 });
     expect(await send('optional', { amount: 1 })).toEqual({ run: 2 });
+  });
+
+  it("the handler's own IdempotencyException reaches the sender as it threw it, not swallowed by the module's filter", async () => {
+    expect(await refusal('busy', { idempotencyKey: 'b-1', amount: 1 })).toMatchObject({
+      status: 409,
+      message: 'the ledger is busy',
+    });
   });
 
   it('keyFrom reads the key where the producer put it', async () => {
