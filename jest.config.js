@@ -1,3 +1,5 @@
+import { createRequire } from 'node:module';
+
 // Nest 12 ships as ES modules only, so jest runs in native ESM mode (see the "test" script).
 export default {
   testEnvironment: 'node',
@@ -10,7 +12,8 @@ export default {
     '^(\\.{1,2}/.*)\\.js$': '$1',
     // @fastify/static (which Mercurius loads) require()s content-disposition 3, an ES module: Node 20
     // loads that, jest's module registry cannot. Version 2 (CommonJS, Express's) has the same API.
-    '^content-disposition$': '<rootDir>/node_modules/content-disposition/dist/index.js',
+    // Resolved here, from the project: in Stryker's sandbox node_modules is a link jest's mapper does not follow.
+    '^content-disposition$': createRequire(import.meta.url).resolve('content-disposition'),
   },
   transform: {
     '^.+\\.ts$': ['ts-jest', { useESM: true, tsconfig: 'tsconfig.json' }],
