@@ -80,6 +80,9 @@ export class RabbitMqServer {
       RABBITMQ_CONFIG_FILE: join(this.dir, 'rabbitmq'),
       RABBITMQ_ADVANCED_CONFIG_FILE: join(this.dir, 'advanced.config'),
       RABBITMQ_PID_FILE: join(this.dir, 'pid'),
+      // The script then execs the Erlang VM instead of starting it as a child: the PID we kill is the
+      // broker's (a killed script left its VM running, one orphaned broker per suite).
+      RUNNING_UNDER_SYSTEMD: 'true',
     };
   }
 
