@@ -50,8 +50,8 @@ export class GraphqlRunner {
         if (route.missingHeader === 'pass-through') return next.handle();
         throw IdempotencyException.of('key-missing', keyFrom ? MESSAGES.argumentKey : MESSAGES.missing(this.options.headerName));
       }
-      const scoped = (r: ResolvedRouteOptions) =>
-        this.identities.scopeOf(request ?? { method: 'POST', url: '', headers: {} }, context, r);
+      // Without a request (a context of the application's own) an identity resolver gets undefined.
+      const scoped = (r: ResolvedRouteOptions) => this.identities.scopeOf(request as HttpRequestLike, context, r);
       const call = new GraphqlContext(key, info.fieldName, args, scoped);
       const work = (): Promise<unknown> => lastValueFrom(next.handle(), { defaultValue: undefined });
       const done = await this.inbox.run(route, call, work);

@@ -3,7 +3,7 @@ import { type CallHandler, Controller } from '@nestjs/common';
 import { ExecutionContextHost } from '@nestjs/core/helpers/execution-context-host.js';
 import { EventPattern, RpcException } from '@nestjs/microservices';
 import { from, lastValueFrom, type Observable, of, throwError } from 'rxjs';
-import { Idempotent, InMemoryStore } from '../../lib/index.js';
+import { IdempotencyException, Idempotent, InMemoryStore } from '../../lib/index.js';
 import { ATTEMPT_COUNTS } from '../../lib/idempotency.constants.js';
 import type { ResolvedRouteOptions } from '../../lib/interfaces/resolved-options.interface.js';
 import { MessageAcknowledger } from '../../lib/message.acknowledger.js';
@@ -99,6 +99,15 @@ describe('MessageAcknowledger and the message key (RabbitMQ manual acks, NATS id
     expect(await call({}, { getHeaders: () => undefined, getSubject: () => 's' })).toMatchObject({
       code: 'IDEMPOTENCY_KEY_MISSING',
     });
+    // Only a whole RabbitMQ or NATS context is read: a half (another transport's) or none falls back to the field.
+    const half = [
+      undefined,
+      { getMessage: () => ({ properties: { messageId: 'not-rmq' } }) },
+      { getHeaders: () => ({ get: () => 'not-nats' }) },
+      { getMessage: () => undefined, getChannelRef: () => channel },
+      { getMessage: () => ({}), getChannelRef: () => channel },
+    ];
+    for (const ctx of half) expect(await call(data, ctx, () => of('other'))).toBe('by field');
     // Without ack: true the module never touches the channel.
     expect(channel.calls).toEqual([]);
   });
@@ -183,7 +192,24 @@ describe('MessageAcknowledger and the message key (RabbitMQ manual acks, NATS id
     fail('first');
     // 'kept' failed twice and was parked; 'first''s second failure counted as its first.
     expect(channel.calls).toEqual(['reject kept']);
-    // Not a RabbitMQ delivery (TCP, Redis): nothing to acknowledge.
-    expect(acks.delivery(new ExecutionContextHost([{}, {}]), route, 'k')).toBeUndefined();
+    // Not a RabbitMQ delivery (TCP, Redis, a Kafka message without a channel, none): nothing to acknowledge.
+    for (const ctx of [{}, undefined, { getMessage: () => ({}) }, { getChannelRef: () => channel }]) {
+      expect(acks.delivery(new ExecutionContextHost([{}, ctx]), route, 'k')).toBeUndefined();
+    }
+  });
+
+  it('remembers exactly ATTEMPT_COUNTS ids; a recorded outcome forgets the count; an IdempotencyException without a code is a failure', () => {
+    const acks = new MessageAcknowledger();
+    const channel = new FakeChannel();
+    const route = { id: 'Orders.created', message: { keyFrom: undefined, ack: true, maxAttempts: 2 } } as ResolvedRouteOptions;
+    const delivery = (key: string) => acks.delivery(new ExecutionContextHost([{}, rmq(channel, key, key)]), route, key)!;
+    delivery('first').failed(new Error('declined'));
+    for (let i = 0; i < ATTEMPT_COUNTS - 1; i++) delivery(`filler-${i}`).failed(new Error('declined'));
+    delivery('first').failed(new Error('declined'));
+    expect(channel.calls).toEqual(['reject first']);
+    delivery('again').failed(new Error('declined'));
+    delivery('again').done();
+    delivery('again').failed(new IdempotencyException(409, 'an inner key is busy'));
+    expect(channel.calls).toEqual(['reject first', 'ack again']);
   });
 });
