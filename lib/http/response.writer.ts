@@ -33,6 +33,27 @@ const LOCKED_REPLY = {
   send: returnThis,
 };
 
+// One locked prototype per original prototype (Express's app.response, each Fastify route's Reply).
+const lockedPrototypes = new WeakMap<object, object>();
+
+/**
+ * Makes `target` ignore `methods` from now on. By a prototype swap, as Express itself does per request:
+ * own methods on every response would fork its hidden class on each replay. Methods a middleware set as
+ * own properties (compression wraps `write` and `end`) are shadowed one by one.
+ */
+function lock(target: object, methods: Readonly<Record<string, unknown>>): void {
+  const prototype = Object.getPrototypeOf(target) as object;
+  let locked = lockedPrototypes.get(prototype);
+  if (!locked) {
+    locked = Object.assign(Object.create(prototype) as object, methods);
+    lockedPrototypes.set(prototype, locked);
+  }
+  Object.setPrototypeOf(target, locked);
+  for (const name of Object.keys(methods)) {
+    if (Object.hasOwn(target, name)) (target as Record<string, unknown>)[name] = methods[name];
+  }
+}
+
 /**
  * Sends `response` as the final answer, then locks the response: whatever a filter, an interceptor
  * or the framework writes after it (an application's catch-all filter answering the exception the
@@ -45,7 +66,7 @@ export function sendFinal(res: object, response: StoredResponse, extraHeaders: R
     for (const name of Object.keys(response.headers)) res.header(name, response.headers[name]);
     for (const name of Object.keys(extraHeaders)) res.header(name, extraHeaders[name]);
     res.send(response.body.length > 0 ? response.body : undefined);
-    Object.assign(res, LOCKED_REPLY);
+    lock(res, LOCKED_REPLY);
     return;
   }
   const raw = res as ServerResponse;
@@ -53,5 +74,5 @@ export function sendFinal(res: object, response: StoredResponse, extraHeaders: R
   for (const name of Object.keys(response.headers)) raw.setHeader(name, response.headers[name]);
   for (const name of Object.keys(extraHeaders)) raw.setHeader(name, extraHeaders[name]);
   raw.end(response.body);
-  Object.assign(raw, LOCKED_RAW);
+  lock(raw, LOCKED_RAW);
 }

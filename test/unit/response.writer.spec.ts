@@ -79,6 +79,38 @@ describe('sendFinal', () => {
     expect(called).toBe(2);
   });
 
+  it('locks methods a middleware set on the response itself (compression wraps write and end)', () => {
+    const res = new FakeResponse();
+    const wrapped: unknown[][] = [];
+    Object.assign(res, {
+      write: (...args: unknown[]) => wrapped.push(['write', ...args]),
+      end: (...args: unknown[]) => {
+        wrapped.push(['end', ...args]);
+        return res;
+      },
+    });
+    sendFinal(res, stored, {});
+    expect(wrapped).toEqual([['end', stored.body]]);
+    res.raw.write('late');
+    res.raw.end('{"caughtByApp":true}');
+    expect(wrapped).toHaveLength(1);
+  });
+
+  it('locks by prototype: responses keep their own properties, and later responses are not locked', () => {
+    const first = new FakeResponse();
+    sendFinal(first, stored, {});
+    expect(Object.keys(first)).toEqual(['statusCode', 'calls', 'headers']);
+    expect(first).toBeInstanceOf(FakeResponse);
+    const second = new FakeResponse();
+    second.setHeader('x-a', '1');
+    second.end('next');
+    expect(second.getHeaders()).toEqual({ 'x-a': '1' });
+    expect(second.calls).toEqual([{ method: 'end', args: ['next'] }]);
+    sendFinal(second, stored, {});
+    second.raw.end('late');
+    expect(second.calls).toHaveLength(2);
+  });
+
   it('goes through the Fastify reply, in order, sending no payload for an empty body, then locks it', () => {
     const reply = new FakeReply();
     sendFinal(reply, stored, { 'x-extra': '1' });
