@@ -1,4 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
+import { IncomingMessage, ServerResponse } from 'node:http';
+import { Socket } from 'node:net';
 import type { StoredResponse } from '../../lib/index.js';
 import { currentHeaders, rawResponse } from '../../lib/http/response.adapter.js';
 import { sendFinal } from '../../lib/http/response.writer.js';
@@ -109,6 +111,16 @@ describe('sendFinal', () => {
     sendFinal(second, stored, {});
     second.raw.end('late');
     expect(second.calls).toHaveLength(2);
+  });
+
+  it("locks a response on Node's own prototype with own methods, leaving the prototype alone", () => {
+    const res = new ServerResponse(new IncomingMessage(new Socket()));
+    sendFinal(res, stored, {});
+    expect(Object.getPrototypeOf(res)).toBe(ServerResponse.prototype);
+    expect(res.headersSent).toBe(true);
+    // Node itself would throw ERR_HTTP_HEADERS_SENT here.
+    expect(res.setHeader('content-type', 'text/html')).toBe(res);
+    expect(res.getHeader('content-type')).toBe('application/json');
   });
 
   it('goes through the Fastify reply, in order, sending no payload for an empty body, then locks it', () => {
