@@ -27,7 +27,7 @@ import { PgTransactions } from '../test/support/pg-transactions.js';
 /**
  * One benchmark variant in a process of its own: VARIANT = bare | noop | memory | redis | postgres |
  * postgres-tx | sqlite, or fastify-<one of them> for the Fastify adapter; PORT, REDIS_URL, PG_URL, SQLITE_FILE. The same trivial handler in each
- * (postgres-tx: `transactional: true`, in a transaction of a node-postgres port); GET /stats reports
+ * (POST /hold never answers, for duplicates in flight; postgres-tx: `transactional: true`, in a transaction of a node-postgres port); GET /stats reports
  * handler runs, the process's CPU time and, for postgres and postgres-tx, the statements their pool
  * and its clients ran (one round trip each).
  */
@@ -62,6 +62,14 @@ class IdempotentController {
   @Idempotent()
   create() {
     return { txId: `tx-${++runs}` };
+  }
+
+  /** Never answers: the `conflict` workload sends its key while the first request is still in flight. */
+  @Post('hold')
+  @Idempotent()
+  hold() {
+    runs++;
+    return new Promise<never>(() => undefined);
   }
 }
 
