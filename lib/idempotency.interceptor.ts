@@ -79,7 +79,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       throw err;
     }
     if (!claim) return next.handle();
-    rememberKey(request, claim.key);
+    if (route.readsKey) rememberKey(request, claim.key);
     // Set before the response is recorded, so the record does not keep it: a replay echoes its own.
     if (options.echoKeyHeader) echoKey(request, response, options.headerName);
     return route.transactional ? this.transactions.run(claim, response, next) : this.run(claim, response, next);

@@ -5,7 +5,9 @@ import {
   IDEMPOTENT_ROUTE_METADATA,
   NEST_HOST_METADATA,
   NEST_PATTERN_METADATA,
+  NEST_ROUTE_ARGS_METADATA,
 } from './idempotency.constants.js';
+import { readIdempotencyKey } from './decorators/idempotency-key.decorator.js';
 import type { IdempotentOptions } from './interfaces/idempotent-options.interface.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
 import { resolveRouteOptions, type RouteKind } from './options/route-options.resolver.js';
@@ -14,6 +16,21 @@ import { resolveRouteOptions, type RouteKind } from './options/route-options.res
 function kindOf(handler: object): RouteKind {
   if (Reflect.getMetadata(NEST_PATTERN_METADATA, handler) !== undefined) return 'message';
   return Reflect.getMetadata(GRAPHQL_RESOLVER_TYPE_METADATA, handler) !== undefined ? 'graphql' : 'http';
+}
+
+/**
+ * Whether `handler` (a method of `type` or of a class it extends) has an `@IdempotencyKey()`
+ * parameter. Looked up by the function, not its name: a decorator that wraps the method renames it.
+ */
+function readsKey(type: object, handler: object): boolean {
+  for (let p = (type as { prototype?: object }).prototype; p && p !== Object.prototype; p = Object.getPrototypeOf(p) as object) {
+    for (const name of Object.getOwnPropertyNames(p)) {
+      if (Object.getOwnPropertyDescriptor(p, name)?.value !== handler) continue;
+      const args = (Reflect.getMetadata(NEST_ROUTE_ARGS_METADATA, type, name) ?? {}) as Record<string, { factory?: unknown }>;
+      return Object.values(args).some((arg) => arg.factory === readIdempotencyKey);
+    }
+  }
+  return false;
 }
 
 /**
@@ -39,6 +56,8 @@ export class RouteOptionsRegistry {
       const route = (Reflect.getMetadata(IDEMPOTENT_ROUTE_METADATA, handler) ?? {}) as IdempotentOptions;
       resolved = resolveRouteOptions(where, `${type.name}.${handler.name}`, route, this.options, kindOf(handler));
       if (Reflect.getMetadata(NEST_HOST_METADATA, type) !== undefined) resolved = { ...resolved, hostScoped: true };
+      // Decided here, not per request: a WeakMap entry per request cost more garbage collection than the lookup.
+      if (readsKey(type, handler)) resolved = { ...resolved, readsKey: true };
       this.routes.set(handler, resolved);
     }
     return resolved;

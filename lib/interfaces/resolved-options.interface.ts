@@ -65,6 +65,8 @@ export interface ResolvedRouteOptions {
    * scope, so each host (tenant) has records of its own.
    */
   readonly hostScoped?: boolean;
+  /** The handler takes `@IdempotencyKey()`: only then is the key left beside the request for it. */
+  readonly readsKey?: boolean;
   /** A message handler's: how its key is read (`missingHeader` is then its `missingKey`). */
   readonly message?: { readonly keyFrom: MessageKeyFunction | undefined; readonly ack: boolean; readonly maxAttempts: number };
   /** A GraphQL mutation's: how its key is read when not from the key header. */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { type CallHandler, HttpException, StreamableFile } from '@nestjs/common';
 import { lastValueFrom, Observable, of, Subject, throwError } from 'rxjs';
-import { IdempotencyException, type IdempotencyEvent } from '../../lib/index.js';
+import { IdempotencyException, type IdempotencyEvent, IdempotencyKey } from '../../lib/index.js';
 import { IdempotentReplay } from '../../lib/exceptions/idempotent-replay.exception.js';
 import { IDEMPOTENT_ROUTE_METADATA } from '../../lib/idempotency.constants.js';
 import { keyOf } from '../../lib/http/request-key.store.js';
@@ -11,11 +11,16 @@ import { spyOnLogger } from '../support/logger.js';
 import { createProtocol, destroyProtocolsAfterEach } from '../support/protocol.js';
 import { tick, until } from '../support/timing.js';
 
-class Pay {}
-
-function setup(routeOptions: object = {}, moduleOptions: Parameters<typeof createProtocol>[0] = {}) {
+function setup(routeOptions: object = {}, moduleOptions: Parameters<typeof createProtocol>[0] = {}, takesKey = true) {
   const { store, service, leases, interceptor, observer } = createProtocol(moduleOptions);
-  const create = () => undefined;
+  // A class per setup: the registry resolves each handler once.
+  class Pay {
+    create(@IdempotencyKey() _key?: string) {}
+  }
+  class Plain {
+    create() {}
+  }
+  const create = takesKey ? Pay.prototype.create : Plain.prototype.create;
   Reflect.defineMetadata(IDEMPOTENT_ROUTE_METADATA, routeOptions, create);
   const res = new FakeResponse();
   res.statusCode = 201;
@@ -26,7 +31,7 @@ function setup(routeOptions: object = {}, moduleOptions: Parameters<typeof creat
     body: { a: 1 },
   };
   const context = (type = 'http', response: object = res) =>
-    httpContext({ type, controller: Pay, handler: create, request: req, response });
+    httpContext({ type, controller: takesKey ? Pay : Plain, handler: create, request: req, response });
   const held = () => (leases as unknown as { held: Set<unknown> }).held.size;
   const ops = () => store.calls.map((c) => c[0]);
   const committed = () => store.calls.find((c) => c[0] === 'commit')?.[3] as { response: unknown } | undefined;
@@ -47,6 +52,14 @@ async function endsUnrecorded(res: FakeResponse, store: { calls: unknown[][] }) 
 describe('IdempotencyInterceptor', () => {
   const log = spyOnLogger();
   destroyProtocolsAfterEach();
+  it('leaves the key beside the request only for a handler that takes @IdempotencyKey()', async () => {
+    const { interceptor, context, req, res } = setup({}, {}, false);
+    const out = await interceptor.intercept(context(), next(of({ id: 1 })));
+    expect(keyOf(req)).toBeUndefined();
+    res.end('{"id":1}');
+    expect(await lastValueFrom(out)).toEqual({ id: 1 });
+  });
+
   it('leaves contexts other than HTTP, messages and GraphQL (WebSockets) and safe methods (an @All() route) alone', async () => {
     const { interceptor, store, context, req } = setup();
     const source = of(1);

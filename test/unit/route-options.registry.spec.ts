@@ -1,4 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
+import { Body } from '@nestjs/common';
+import { IdempotencyKey, Idempotent } from '../../lib/index.js';
 import { IDEMPOTENT_ROUTE_METADATA } from '../../lib/idempotency.constants.js';
 import { createProtocol as setup } from '../support/protocol.js';
 
@@ -38,5 +40,42 @@ describe('RouteOptionsRegistry', () => {
     Reflect.defineMetadata(IDEMPOTENT_ROUTE_METADATA, {}, bare);
     expect(routes.isIdempotent(plain)).toBe(false);
     expect(routes.isIdempotent(bare)).toBe(true);
+  });
+
+  it('marks the handlers that take @IdempotencyKey(), own, inherited or wrapped, and no other', () => {
+    const { routes } = setup();
+    class Payments {
+      @Idempotent()
+      pay(@Body() _body: unknown, @IdempotencyKey() _key: string) {}
+
+      @Idempotent()
+      refund(@Body() _body: unknown) {}
+    }
+    class CardPayments extends Payments {
+      @Idempotent()
+      capture(@IdempotencyKey() _key: string) {}
+    }
+    // A decorator that wraps the method: the function Nest calls is named after the wrapper.
+    class Wrapped {
+      @Idempotent()
+      settle(@IdempotencyKey() _key: string) {}
+    }
+    const original = Object.getOwnPropertyDescriptor(Wrapped.prototype, 'settle')!.value as () => void;
+    const wrapper = function traced(this: unknown) {
+      return original.call(this);
+    };
+    Reflect.defineMetadata(IDEMPOTENT_ROUTE_METADATA, {}, wrapper);
+    Object.defineProperty(Wrapped.prototype, 'settle', { value: wrapper });
+    expect(routes.resolve(Payments, Payments.prototype.pay).readsKey).toBe(true);
+    expect(routes.resolve(Payments, Payments.prototype.refund).readsKey).toBeUndefined();
+    // Inherited: found on the parent's prototype (a registry of its own, as each handler is cached).
+    const inherited = setup().routes;
+    expect(inherited.resolve(CardPayments, CardPayments.prototype.pay).readsKey).toBe(true);
+    expect(inherited.resolve(CardPayments, CardPayments.prototype.refund).readsKey).toBeUndefined();
+    expect(routes.resolve(CardPayments, CardPayments.prototype.capture).readsKey).toBe(true);
+    expect(routes.resolve(Wrapped, wrapper).readsKey).toBe(true);
+    // A handler that is no method of the class (nothing to look up) takes no key.
+    const loose = () => undefined;
+    expect(routes.resolve(Payments, loose).readsKey).toBeUndefined();
   });
 });
