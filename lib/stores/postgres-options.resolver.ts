@@ -1,6 +1,6 @@
 import { MAX_TIMER_MS } from '../idempotency.constants.js';
 import { CONFIG_ERRORS } from '../idempotency.messages.js';
-import { fail, integerIn, refuseUnknownKeys, sqlIdentifier } from '../options/option.validators.js';
+import { booleanOption, fail, integerIn, refuseUnknownKeys, sqlIdentifier } from '../options/option.validators.js';
 import {
   DEFAULT_POOL_SIZE,
   DEFAULT_POSTGRES_SCHEMA,
@@ -19,6 +19,7 @@ const OPTION_KEYS = [
   'sweepIntervalMs',
   'statementTimeoutMs',
   'poolSize',
+  'preparedStatements',
 ] as const;
 
 /** {@link PostgresStoreOptions}, checked, with their defaults. */
@@ -27,6 +28,7 @@ export interface ResolvedPostgresOptions {
   readonly statementTimeoutMs: number;
   readonly poolSize: number;
   readonly sweepIntervalMs: number;
+  readonly preparedStatements: boolean;
 }
 
 /** Checks a `PostgresStore`'s options at construction: a mistake fails the start, not a request. */
@@ -50,5 +52,6 @@ export function resolvePostgresOptions(options: PostgresStoreOptions): ResolvedP
     ),
     poolSize: integerIn(where, 'poolSize', options.poolSize, DEFAULT_POOL_SIZE, 1, 1000),
     sweepIntervalMs: integerIn(where, 'sweepIntervalMs', options.sweepIntervalMs, DEFAULT_SWEEP_INTERVAL_MS, 0, MAX_TIMER_MS),
+    preparedStatements: booleanOption(where, 'preparedStatements', options.preparedStatements, true),
   };
 }

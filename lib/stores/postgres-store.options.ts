@@ -9,6 +9,8 @@ export interface PostgresPoolLike {
     text: string;
     values?: unknown[];
     query_timeout?: number;
+    /** A prepared statement's name: node-postgres parses it once per connection. */
+    name?: string;
   }): Promise<{ rows: Record<string, unknown>[]; rowCount: number | null }>;
   end(): Promise<void>;
   /** A client of its own (node-postgres `Pool.connect()`): used for records over 1 MiB, whose statement timeout is scaled to their size. */
@@ -35,6 +37,12 @@ export interface PostgresStoreOptions extends SqlStoreOptions {
   statementTimeoutMs?: number;
   /** Connections of the store's own pool. Default 4. */
   poolSize?: number;
+  /**
+   * Run the store's statements as named prepared statements, parsed and planned once per connection:
+   * a third more first requests per second than unnamed ones (docs/performance.md). Default `true`.
+   * Set `false` behind PgBouncer in transaction mode before 1.21, or with `max_prepared_statements = 0`.
+   */
+  preparedStatements?: boolean;
 }
 
 export const DEFAULT_POSTGRES_SCHEMA = 'public';

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { Logger } from '@nestjs/common';
 import { FAILURES } from '../idempotency.messages.js';
 import type {
@@ -56,6 +57,8 @@ export class PostgresStore implements IdempotencyStore {
   private readonly connection = new LazyConnection(() => this.connect());
   private owned = false;
   private lanes: PoolLanes | undefined;
+  /** Statement names by text, when `preparedStatements`: a store runs a fixed set of texts. */
+  private readonly statementNames: Map<string, string> | undefined;
 
   constructor(private readonly options: PostgresStoreOptions) {
     const resolved = resolvePostgresOptions(options);
@@ -63,6 +66,7 @@ export class PostgresStore implements IdempotencyStore {
     this.timeoutMs = resolved.statementTimeoutMs;
     this.readTimeoutMs = this.timeoutMs + SERVER_FIRST_MS;
     this.poolSize = resolved.poolSize;
+    this.statementNames = resolved.preparedStatements ? new Map() : undefined;
     this.sweeper = new SqlSweeper(resolved.sweepIntervalMs, () => this.sweep(), this.logger);
   }
 
@@ -225,7 +229,21 @@ export class PostgresStore implements IdempotencyStore {
 
   private async query(lane: Lane, text: string, values: unknown[]) {
     const pool = await this.pool();
-    return this.lanes!.run(lane, () => pool.query({ text, values, query_timeout: this.readTimeoutMs }));
+    const name = this.statementNames && this.nameOf(this.statementNames, text);
+    return this.lanes!.run(lane, () => pool.query({ text, values, query_timeout: this.readTimeoutMs, name }));
+  }
+
+  /**
+   * A name derived from the text itself: node-postgres refuses one name for two texts on a
+   * connection, and stores of other tables (or other releases) may share the application's pool.
+   */
+  private nameOf(names: Map<string, string>, text: string): string {
+    let name = names.get(text);
+    if (name === undefined) {
+      name = `idem_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`;
+      names.set(text, name);
+    }
+    return name;
   }
 
   /** The pool, connected and with its schema. */

@@ -132,6 +132,52 @@ describePg('PostgresStore', () => {
     expect(p.count).toBe(1);
   });
 
+  it('runs named prepared statements, named by their text, so stores of two tables share one connection; or unnamed ones', async () => {
+    const url = await database();
+    const one = new pg.Pool({ connectionString: url, max: 1 });
+    one.on('error', () => undefined);
+    pools.push(one);
+    const names: (string | undefined)[] = [];
+    const seen: PostgresPoolLike = {
+      query: (config: { text: string; name?: string }) => {
+        names.push(config.name);
+        return one.query(config) as never;
+      },
+      end: () => one.end(),
+      on: (event: 'error', listener: (err: Error) => void) => one.on(event, listener),
+    };
+    const a = new PostgresStore({ pool: seen, tableName: 'idem_a', sweepIntervalMs: 0 });
+    const b = new PostgresStore({ pool: seen, tableName: 'idem_b', sweepIntervalMs: 0 });
+    stores.push(a, b);
+    await a.open();
+    await b.open();
+    names.length = 0;
+    for (const store of [a, b, a, b]) {
+      const key = `k${names.length}`;
+      expect(await store.claim(key, claim('o'))).toEqual({ state: 'claimed' });
+      expect(await store.commit(key, 'o', sampleRecord('fp'), 5000)).toBe(true);
+      expect((await store.claim(key, claim('p'))).state).toBe('completed');
+    }
+    // Two texts per table (claim, commit), each always under one name; no name for two texts.
+    expect(names).toHaveLength(12);
+    expect(names.every((n) => n !== undefined && /^idem_[0-9a-f]{24}$/.test(n))).toBe(true);
+    expect(new Set(names).size).toBe(4);
+    expect(names.slice(0, 3)).toEqual(names.slice(6, 9));
+    expect(names.slice(0, 3)).not.toEqual(names.slice(3, 6));
+    const [{ count }] = (await one.query('SELECT count(*)::int AS count FROM pg_prepared_statements')).rows as { count: number }[];
+    expect(count).toBe(4);
+    const unnamed = new PostgresStore({ pool: seen, tableName: 'idem_c', sweepIntervalMs: 0, preparedStatements: false });
+    stores.push(unnamed);
+    await unnamed.open();
+    names.length = 0;
+    await unnamed.claim('k', claim('o'));
+    await unnamed.commit('k', 'o', sampleRecord('fp'), 5000);
+    expect(names).toEqual([undefined, undefined]);
+    expect(() => new PostgresStore({ connectionString: 'x', preparedStatements: 'yes' } as never)).toThrow(
+      'PostgresStore: preparedStatements',
+    );
+  });
+
   it('a claim waiting on an uncommitted insert of its key sees that row once it commits, or claims once it rolls back', async () => {
     const url = await database();
     const store = new PostgresStore({ connectionString: url, sweepIntervalMs: 0 });
