@@ -1,7 +1,7 @@
 import autocannon from 'autocannon';
 import { type ChildProcess, execFileSync, fork, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -80,13 +80,38 @@ function freePort(): Promise<number> {
 const redisCli = (port: number, ...args: string[]) =>
   execFileSync('redis-cli', ['-p', String(port), ...args], { encoding: 'utf8' });
 
+/** CPU time (user + system, µs) of a process and its children (PostgreSQL's backends), from /proc. */
+function treeCpuMicros(root: number | undefined): number {
+  if (root === undefined) return 0;
+  const tick = 1e6 / 100; // USER_HZ
+  let total = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+    } catch {
+      continue; // exited meanwhile
+    }
+    // Fields after the command (which may hold spaces): state ppid … utime(14) stime(15).
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (Number(entry) === root || Number(fields[1]) === root) total += (Number(fields[11]) + Number(fields[12])) * tick;
+  }
+  return total;
+}
+
+let redisPid: number | undefined;
+let postgresPid: number | undefined;
+/** The database server a variant's store talks to, whose CPU time the run reads. */
+const storeServerOf = (v: Variant) => (v.includes('redis') ? redisPid : v.includes('postgres') ? postgresPid : undefined);
+
 async function startRedis(): Promise<number> {
   const port = await freePort();
-  children.push(
-    spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
-      stdio: 'ignore',
-    }),
-  );
+  const redis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+    stdio: 'ignore',
+  });
+  redisPid = redis.pid;
+  children.push(redis);
   for (let i = 0; i < 100; i++) {
     try {
       if (redisCli(port, 'PING').trim() === 'PONG') return port;
@@ -169,6 +194,8 @@ interface Cell {
   p99: number;
   non2xx: number;
   cpuPerResponseUs: number;
+  /** CPU of the database server (PostgreSQL's processes, redis-server) per response; 0 for the others. */
+  storeCpuPerResponseUs: number;
 }
 
 async function main(): Promise<void> {
@@ -207,14 +234,18 @@ async function main(): Promise<void> {
       `first: ${mid.runs - before.runs} runs for ${first['2xx']} 2xx ${firstOk ? 'OK' : 'WRONG'}; replay: ${isPlain(v) ? 'n/a (no idempotency)' : `${after.runs - mid.runs} runs ${replayOk ? 'OK' : 'WRONG'}`}; conflict: ${conflict}`;
   }
 
+  postgresPid = postgres.pid;
   const cells: Cell[] = [];
   for (let round = 0; round < ROUNDS; round++) {
     for (const workload of WORKLOADS) {
       // Rotate the variant order every round, so no variant always runs first (or last).
       const order = VARIANTS.map((_, i) => VARIANTS[(i + round) % VARIANTS.length]);
       for (const variant of order.filter((v) => runs(v, workload))) {
+        const server = storeServerOf(variant);
         const before = await stats(bases[variant]);
+        const storeBefore = treeCpuMicros(server);
         const r = await load(bases[variant], workload, replayKey, { duration: DURATION_S });
+        const storeAfter = treeCpuMicros(server);
         const after = await stats(bases[variant]);
         cells.push({
           variant,
@@ -225,6 +256,7 @@ async function main(): Promise<void> {
           p99: r.latency.p99,
           non2xx: r.non2xx,
           cpuPerResponseUs: (after.cpuMicros - before.cpuMicros - 0) / Math.max(1, r.requests.total),
+          storeCpuPerResponseUs: (storeAfter - storeBefore) / Math.max(1, r.requests.total),
         });
         process.stderr.write(`round ${round + 1}/${ROUNDS} ${workload} ${variant}: ${Math.round(r.requests.average)} req/s\n`);
       }
@@ -361,7 +393,8 @@ function report(
   correctness: Record<string, string>,
 ): string {
   const of = (v: Variant, w: Workload) => cells.filter((c) => c.variant === v && c.workload === w);
-  const med = (v: Variant, w: Workload, f: 'rps' | 'p50' | 'p99' | 'cpuPerResponseUs') => median(of(v, w).map((c) => c[f]));
+  const med = (v: Variant, w: Workload, f: 'rps' | 'p50' | 'p99' | 'cpuPerResponseUs' | 'storeCpuPerResponseUs') =>
+    median(of(v, w).map((c) => c[f]));
   // Per-round ratio against `base` of the same round, then the median of those ratios: the machine
   // drifts between rounds, not within one round's neighbouring cells.
   // A conflict (a 409) is compared with what the floor does for a request: its `first`.
@@ -378,9 +411,9 @@ function report(
   const lines: string[] = [];
   lines.push(`Machine: ${machine()}; ${ROUNDS} rounds x ${DURATION_S} s per cell, ${CONNECTIONS} connections, medians.`, '');
   lines.push(
-    '| variant | workload | req/s | p50 ms | p99 ms | non-2xx | server CPU µs/response | CPU over noop µs | req/s vs noop (per round) | req/s vs bare | CPU vs bare |',
+    '| variant | workload | req/s | p50 ms | p99 ms | non-2xx | server CPU µs/response | CPU over noop µs | database CPU µs/response | req/s vs noop (per round) | req/s vs bare | CPU vs bare |',
   );
-  lines.push('|---|---|---|---|---|---|---|---|---|---|---|');
+  lines.push('|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const w of WORKLOADS) {
     for (const v of VARIANTS.filter((x) => runs(x, w))) {
       const floor = floorOf(v);
@@ -389,7 +422,7 @@ function report(
       const vsFloor = plain ? '—' : `${ratio(v, w, 'rps').toFixed(2)} (${rounds.join(', ')})`;
       const over = plain ? '—' : cpuOver(v, w, floor).toFixed(1);
       lines.push(
-        `| ${v} | ${w} | ${Math.round(med(v, w, 'rps'))} | ${med(v, w, 'p50')} | ${med(v, w, 'p99')} | ${of(v, w).reduce((n, c) => n + c.non2xx, 0)} | ${med(v, w, 'cpuPerResponseUs').toFixed(1)} | ${over} | ${vsFloor} | ${ratio(v, w, 'rps', bareOf(v)).toFixed(2)} | ${ratio(v, w, 'cpuPerResponseUs', bareOf(v)).toFixed(2)} |`,
+        `| ${v} | ${w} | ${Math.round(med(v, w, 'rps'))} | ${med(v, w, 'p50')} | ${med(v, w, 'p99')} | ${of(v, w).reduce((n, c) => n + c.non2xx, 0)} | ${med(v, w, 'cpuPerResponseUs').toFixed(1)} | ${over} | ${storeServerOf(v) === undefined ? '—' : med(v, w, 'storeCpuPerResponseUs').toFixed(1)} | ${vsFloor} | ${ratio(v, w, 'rps', bareOf(v)).toFixed(2)} | ${ratio(v, w, 'cpuPerResponseUs', bareOf(v)).toFixed(2)} |`,
       );
     }
   }

@@ -129,7 +129,7 @@ function imports() {
 
 /** A pool that counts every statement, its own and its clients' (BEGIN, the completion, COMMIT). */
 function countedPool(): pg.Pool {
-  const pool = new pg.Pool({ connectionString: process.env.PG_URL, max: 8 });
+  const pool = new pg.Pool({ connectionString: process.env.PG_URL, max: Number(process.env.PG_POOL_SIZE ?? 4) });
   const query = pool.query.bind(pool) as (config: object) => Promise<never>;
   const connect = pool.connect.bind(pool) as () => Promise<pg.PoolClient>;
   return Object.assign(Object.create(pool) as pg.Pool, {

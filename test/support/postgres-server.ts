@@ -51,6 +51,11 @@ export class PostgresServer {
     private readonly dir: string | undefined,
   ) {}
 
+  /** The postmaster's PID while this server runs it (the bench reads the CPU time of its processes). */
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
   /** A connection string for the `postgres` database as the `postgres` superuser. */
   get url(): string {
     return this.dir ? `postgres://postgres@127.0.0.1:${this.port}/postgres` : process.env.PG_URL!;
