@@ -259,5 +259,6 @@ export const CONFIG_ERRORS = {
   redisTarget: 'give exactly one of url (a client of its own) and client (yours)',
   postgresTarget: 'give exactly one of connectionString (a pool of its own) and pool (yours)',
   sqliteTarget: 'give exactly one of filename (a database of its own) and database (yours)',
+  sqliteSynchronous: (got: unknown) => `synchronous must be 'full' or 'normal', got ${shown(got)}`,
   identifier: (name: string) => `${name} must be an SQL identifier: a letter or _, then letters, digits or _, at most 63 in all`,
 } as const;

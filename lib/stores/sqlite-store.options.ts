@@ -31,6 +31,13 @@ export interface SqliteStoreOptions extends SqlStoreOptions {
    * other requests meanwhile. Default `1_000`.
    */
   busyTimeoutMs?: number;
+  /**
+   * SQLite's `synchronous` for the file the store opens (WAL mode). `'full'` (the default) syncs the
+   * log at each commit: a stored response survives a power cut. `'normal'` syncs only at checkpoints:
+   * still safe when the process crashes, but a power cut or OS crash may forget the last records, and
+   * a retry would then run its handler again. On this project's bench disk both cost the same.
+   */
+  synchronous?: 'full' | 'normal';
   /** Clock in epoch ms; tests inject one. Default `Date.now`. */
   now?: () => number;
 }

@@ -25,7 +25,16 @@ import { verifySqliteTable } from './sqlite.verifier.js';
 import { held, type HeldRow } from './sql.rows.js';
 import { encodeRecord } from './store-value.codec.js';
 
-const OPTION_KEYS = ['filename', 'database', 'tableName', 'createSchema', 'sweepIntervalMs', 'busyTimeoutMs', 'now'] as const;
+const OPTION_KEYS = [
+  'filename',
+  'database',
+  'tableName',
+  'createSchema',
+  'sweepIntervalMs',
+  'busyTimeoutMs',
+  'synchronous',
+  'now',
+] as const;
 
 interface Statements {
   commit: SqliteStatementLike;
@@ -49,6 +58,7 @@ export class SqliteStore implements IdempotencyStore {
   private readonly logger = new Logger('SqliteStore');
   private readonly table: string;
   private readonly busyTimeoutMs: number;
+  private readonly synchronous: 'full' | 'normal';
   private readonly now: () => number;
   private readonly sweeper: SqlSweeper;
   private readonly connection = new LazyConnection(() => this.prepare());
@@ -61,6 +71,10 @@ export class SqliteStore implements IdempotencyStore {
     if ((options.filename === undefined) === (options.database === undefined)) fail(where, CONFIG_ERRORS.sqliteTarget);
     this.table = sqlIdentifier(where, 'tableName', options.tableName ?? DEFAULT_TABLE_NAME);
     this.busyTimeoutMs = integerIn(where, 'busyTimeoutMs', options.busyTimeoutMs, DEFAULT_BUSY_TIMEOUT_MS, 0, MAX_TIMER_MS);
+    if (options.synchronous !== undefined && options.synchronous !== 'full' && options.synchronous !== 'normal') {
+      fail(where, CONFIG_ERRORS.sqliteSynchronous(options.synchronous));
+    }
+    this.synchronous = options.synchronous ?? 'full';
     this.now = options.now ?? Date.now;
     const interval = integerIn(where, 'sweepIntervalMs', options.sweepIntervalMs, DEFAULT_SWEEP_INTERVAL_MS, 0, MAX_TIMER_MS);
     this.sweeper = new SqlSweeper(interval, async () => this.sweep(), this.logger);
@@ -201,6 +215,7 @@ export class SqliteStore implements IdempotencyStore {
     const db = new sqlite.default(filename);
     // WAL lets readers and one writer of several processes share the file.
     if (filename !== ':memory:') db.pragma('journal_mode = WAL');
+    db.pragma(`synchronous = ${this.synchronous}`);
     return db;
   }
 }

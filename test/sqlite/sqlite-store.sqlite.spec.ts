@@ -71,6 +71,26 @@ describe('SqliteStore', () => {
     db.close();
   });
 
+  it("syncs the log at each commit unless told 'normal'; leaves an application's database as it is", async () => {
+    const connection = (s: SqliteStore) => (s as unknown as { db: Database.Database }).db;
+    const full = store({ filename: join(dir, 'full.db') });
+    await full.open();
+    expect(connection(full).pragma('synchronous', { simple: true })).toBe(2);
+    const normal = store({ filename: join(dir, 'normal.db'), synchronous: 'normal' });
+    await normal.open();
+    expect(connection(normal).pragma('synchronous', { simple: true })).toBe(1);
+    await normal.claim('k', claim('a'));
+    expect(await normal.commit('k', 'a', sampleRecord('fp'), 5000)).toBe(true);
+    const database = new Database(':memory:');
+    database.pragma('synchronous = OFF');
+    await store({ database }).open();
+    expect(database.pragma('synchronous', { simple: true })).toBe(0);
+    database.close();
+    expect(() => new SqliteStore({ filename: 'a', synchronous: 'off' } as never)).toThrow(
+      "SqliteStore: synchronous must be 'full' or 'normal', got the string 'off'",
+    );
+  });
+
   it('with createSchema: false creates nothing; the schemaSql() it shows is what it needs', async () => {
     const database = new Database(':memory:');
     const s = store({ database, createSchema: false, tableName: 'idem_keys' });
