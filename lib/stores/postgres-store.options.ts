@@ -48,3 +48,12 @@ export interface PostgresStoreOptions extends SqlStoreOptions {
 export const DEFAULT_POSTGRES_SCHEMA = 'public';
 export const DEFAULT_STATEMENT_TIMEOUT_MS = 1_000;
 export const DEFAULT_POOL_SIZE = 4;
+
+/**
+ * How much longer the client waits than the server's `statement_timeout`. The server's cancel
+ * guarantees the statement had no effect; the client's own timeout does not (the statement runs on,
+ * and a claim answered 503 could still land once a lock it waited on is released, holding the key
+ * for a lease with no handler). So the server's comes first wherever it can answer, and the client's
+ * is left for a server that no longer does.
+ */
+export const SERVER_FIRST_MS = 500;

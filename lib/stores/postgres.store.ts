@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { Logger } from '@nestjs/common';
 import { FAILURES } from '../idempotency.messages.js';
 import type {
@@ -10,13 +9,19 @@ import type {
   PeekedEntry,
 } from '../interfaces/idempotency-store.interface.js';
 import type { SqlExecutor } from '../interfaces/idempotency-transactions.interface.js';
-import { DEFAULT_POOL_SIZE, type PostgresPoolLike, type PostgresStoreOptions } from './postgres-store.options.js';
+import {
+  DEFAULT_POOL_SIZE,
+  type PostgresPoolLike,
+  type PostgresStoreOptions,
+  SERVER_FIRST_MS,
+} from './postgres-store.options.js';
 import { resolvePostgresOptions } from './postgres-options.resolver.js';
 import { LARGE_RECORD_BYTES, onSizedConnection, readRecordParts } from './postgres.large-records.js';
 import { createPostgresPool } from './postgres.pool.js';
 import { CLAIM_SUFFIX, derivedName, INLINE_RECORD_BYTES, postgresSchemaSql, type PostgresNames } from './postgres.schema.js';
 import { createPostgresSchema, verifyPostgresTable } from './postgres.verifier.js';
 import { NORMAL, PoolLanes, RENEWAL, URGENT, type Lane } from './pool.lanes.js';
+import { StatementNames } from './postgres.statement-names.js';
 import { SWEEP_BATCH, SWEEP_BATCHES } from './sql-store.options.js';
 import { LazyConnection } from './lazy.connection.js';
 import { SqlSweeper } from './sql.sweeper.js';
@@ -27,15 +32,6 @@ import { encodeRecord } from './store-value.codec.js';
 const IN_LEASE = ' AND expires_at > clock_timestamp()';
 
 type ClaimRow = { claimed: true } | ({ claimed: false; record_size: number | null; version: string } & HeldRow);
-
-/**
- * How much longer the client waits than the server's `statement_timeout`. The server's cancel
- * guarantees the statement had no effect; the client's own timeout does not (the statement runs on,
- * and a claim answered 503 could still land once a lock it waited on is released, holding the key
- * for a lease with no handler). So the server's comes first wherever it can answer, and the client's
- * is left for a server that no longer does.
- */
-const SERVER_FIRST_MS = 500;
 
 /** How often a claim starts over when the large record it was reading in parts changed under it. */
 const PART_READ_ATTEMPTS = 3;
@@ -57,8 +53,8 @@ export class PostgresStore implements IdempotencyStore {
   private readonly connection = new LazyConnection(() => this.connect());
   private owned = false;
   private lanes: PoolLanes | undefined;
-  /** Statement names by text, when `preparedStatements`: a store runs a fixed set of texts. */
-  private readonly statementNames: Map<string, string> | undefined;
+  /** Set when `preparedStatements`. */
+  private readonly statementNames: StatementNames | undefined;
 
   constructor(private readonly options: PostgresStoreOptions) {
     const resolved = resolvePostgresOptions(options);
@@ -66,7 +62,7 @@ export class PostgresStore implements IdempotencyStore {
     this.timeoutMs = resolved.statementTimeoutMs;
     this.readTimeoutMs = this.timeoutMs + SERVER_FIRST_MS;
     this.poolSize = resolved.poolSize;
-    this.statementNames = resolved.preparedStatements ? new Map() : undefined;
+    this.statementNames = resolved.preparedStatements ? new StatementNames() : undefined;
     this.sweeper = new SqlSweeper(resolved.sweepIntervalMs, () => this.sweep(), this.logger);
   }
 
@@ -229,21 +225,8 @@ export class PostgresStore implements IdempotencyStore {
 
   private async query(lane: Lane, text: string, values: unknown[]) {
     const pool = await this.pool();
-    const name = this.statementNames && this.nameOf(this.statementNames, text);
+    const name = this.statementNames?.of(text);
     return this.lanes!.run(lane, () => pool.query({ text, values, query_timeout: this.readTimeoutMs, name }));
-  }
-
-  /**
-   * A name derived from the text itself: node-postgres refuses one name for two texts on a
-   * connection, and stores of other tables (or other releases) may share the application's pool.
-   */
-  private nameOf(names: Map<string, string>, text: string): string {
-    let name = names.get(text);
-    if (name === undefined) {
-      name = `idem_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`;
-      names.set(text, name);
-    }
-    return name;
   }
 
   /** The pool, connected and with its schema. */
