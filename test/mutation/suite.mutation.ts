@@ -13,6 +13,7 @@ import '../unit/sql-states.spec.js';
 import '../unit/inbox.context.spec.js';
 import '../unit/message.runner.spec.js';
 import '../unit/message.acknowledger.spec.js';
+import '../unit/message-key.reader.spec.js';
 import '../unit/graphql.runner.spec.js';
 import '../unit/store-value.codec.spec.js';
 import '../unit/response.recorder.spec.js';
