@@ -72,5 +72,6 @@ import '../unit/store-helpers.spec.js';
 import '../sqlite/sqlite-store.sqlite.spec.js';
 import '../postgres/postgres-store.postgres.spec.js';
 import '../postgres/transactional.postgres.spec.js';
+import '../postgres/graphql.postgres.spec.js';
 import '../sqlite/production.sqlite.spec.js';
 import '../postgres/production.postgres.spec.js';

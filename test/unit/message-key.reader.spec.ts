@@ -37,7 +37,7 @@ describe('readMessageKey', () => {
   });
 
   it("reads RabbitMQ's messageId and NATS's Nats-Msg-Id; keyFrom comes first", () => {
-    const rmq = new RmqContext([{ properties: { messageId: 'm-1' } }, {}, 'charge', {} as never]);
+    const rmq = new RmqContext([{ properties: { messageId: 'm-1' } }, {}, 'charge']);
     expect(readMessageKey(message({ idempotencyKey: 'k' }, rmq), undefined)).toBe('m-1');
     const headers = new Map([['Nats-Msg-Id', 'n-1']]);
     const nats = new NatsContext(['charge', { get: (name: string) => headers.get(name) ?? '' } as never]);
