@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import type { IdempotencyStore } from '../interfaces/idempotency-store.interface.js';
-import { near, pause, same, sampleRecord } from './store-contract.assertions.js';
+import type { IdempotencyClaim, IdempotencyStore } from '../interfaces/idempotency-store.interface.js';
+import { pause, same, sampleRecord } from './store-contract.assertions.js';
+import { optionalReadTests, renewAllTest } from './store-contract.optional.js';
 import { OPTIONAL_METHODS, type ContractFramework, type StoreContractOptions } from './store-contract.options.js';
 
 /**
@@ -32,7 +33,7 @@ export function storeContract(
         await body();
       });
     const key = () => `idem:contract:${randomUUID()}`;
-    const claim = (owner: string, fingerprint = 'fp-1', leaseMs = 5000) => ({ owner, fingerprint, leaseMs });
+    const claim = (owner: string, fingerprint = 'fp-1', leaseMs = 5000): IdempotencyClaim => ({ owner, fingerprint, leaseMs });
 
     test('has the methods the module calls, and every optional one it does not declare missing', async () => {
       for (const method of ['claim', 'commit', 'release', 'renew'] as const)
@@ -43,56 +44,8 @@ export function storeContract(
       }
     });
 
-    if (has('ping'))
-      test('ping answers without touching a key', async () => {
-        assert.equal(await store.ping!(), undefined);
-      });
-
-    if (has('peek') && has('forget'))
-      test('peek reads a claim and a record with their expiry and changes nothing; forget deletes either, unfenced', async () => {
-        const k = key();
-        assert.strictEqual(await store.peek!(k), undefined);
-        assert.strictEqual(await store.forget!(k), false);
-        await store.claim(k, claim('a', 'fp-p', 4000));
-        const inFlight = await store.peek!(k);
-        same(
-          { ...inFlight, expiresAt: typeof inFlight?.expiresAt },
-          { state: 'in-flight', fingerprint: 'fp-p', expiresAt: 'number' },
-        );
-        near(inFlight!.expiresAt, Date.now() + 4000, "the claim's expiresAt");
-        same(await store.claim(k, claim('b')), { state: 'in-flight', fingerprint: 'fp-p' });
-        assert.strictEqual(await store.commit(k, 'a', sampleRecord('fp-p'), 9000), true);
-        const done = await store.peek!(k);
-        assert.strictEqual(done?.state, 'completed');
-        near(done.expiresAt, Date.now() + 9000, "the record's expiresAt");
-        if (done?.state !== 'completed') return;
-        assert.strictEqual(done.record.response.status, 402);
-        assert.strictEqual(Buffer.compare(done.record.response.body, sampleRecord('x').response.body), 0);
-        assert.strictEqual(await store.forget!(k), true);
-        assert.strictEqual(await store.peek!(k), undefined);
-        same(await store.claim(k, claim('c')), { state: 'claimed' });
-        // A claim forgotten under its running handler: that handler can no longer renew, and once a
-        // retry claims the key, no longer commit (before that a store may let it, as after a lapse).
-        assert.strictEqual(await store.forget!(k), true);
-        assert.strictEqual(await store.renew(k, 'c', 5000), false);
-        same(await store.claim(k, claim('d')), { state: 'claimed' });
-        assert.strictEqual(await store.commit(k, 'c', sampleRecord('fp-1'), 5000), false);
-      });
-
-    // Only where the suite can write a raw value the way the store keeps records.
-    if (plant && has('peek') && has('forget'))
-      test('a record in a newer format is unreadable: never replayed, never taken over, forgettable', async () => {
-        const k = key();
-        await plant(store, k, Buffer.from('V9\nfp-future\n{"sealed":true}'), 5000);
-        const outcome = await store.claim(k, claim('a'));
-        assert.strictEqual(outcome.state, 'unreadable');
-        assert.match((outcome as { reason: string }).reason, /format 9/);
-        same(await store.claim(k, claim('b')), outcome);
-        const peeked = await store.peek!(k);
-        same({ ...peeked, expiresAt: typeof peeked?.expiresAt }, { ...outcome, expiresAt: 'number' });
-        assert.strictEqual(await store.forget!(k), true);
-        same(await store.claim(k, claim('c')), { state: 'claimed' });
-      });
+    const context = { test, store: () => store, key, claim, has, plant };
+    optionalReadTests(context);
 
     test('claims a free key exactly once; others see it in flight with its fingerprint', async () => {
       const k = key();
@@ -225,28 +178,7 @@ export function storeContract(
       assert.strictEqual((await store.claim(k, claim('b'))).state, 'in-flight');
     });
 
-    if (has('renewAll') && has('peek'))
-      test("renewAll renews each of the caller's claims in one call and refuses the rest, answering in order", async () => {
-        const [a, b, c, d] = [key(), key(), key(), key()];
-        await store.claim(a, claim('a', 'fp-1', 1000));
-        await store.claim(b, claim('b', 'fp-1', 1000));
-        await store.claim(c, claim('c'));
-        await store.commit(c, 'c', sampleRecord('fp-1'), 5000);
-        const before = (await store.peek!(a))!.expiresAt;
-        const owned = [
-          { key: a, owner: 'a' },
-          { key: b, owner: 'intruder' },
-          { key: c, owner: 'c' },
-          { key: d, owner: 'd' },
-          { key: b, owner: 'b' },
-        ];
-        same(await store.renewAll!(owned, 60_000), [true, false, false, false, true]);
-        const after = (await store.peek!(a))!.expiresAt;
-        assert.ok(after > before + 30_000, `renewAll did not extend the lease: expiresAt ${before}, then ${after}`);
-        assert.strictEqual((await store.peek!(c))!.state, 'completed');
-        assert.strictEqual(await store.peek!(d), undefined);
-        same(await store.renewAll!([], 1000), []);
-      });
+    renewAllTest(context);
 
     test('a record expires after its ttl', async () => {
       const k = key();
