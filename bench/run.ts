@@ -58,8 +58,7 @@ const isPlain = (v: Variant) => v.endsWith('bare') || v.endsWith('noop');
 const WORKLOADS = ['first', 'replay', 'conflict'] as const;
 type Workload = (typeof WORKLOADS)[number];
 /** Which variant runs which workload: conflicts on each store with default options, on both adapters. */
-const runs = (v: Variant, w: Workload) =>
-  w !== 'conflict' || !(isPlain(v) || v === 'postgres-tx' || /^memory-/.test(v));
+const runs = (v: Variant, w: Workload) => w !== 'conflict' || !(isPlain(v) || v === 'postgres-tx' || /^memory-/.test(v));
 
 const children: ChildProcess[] = [];
 function stopAll(): void {
@@ -179,7 +178,10 @@ function load(base: string, workload: Workload, replayKey: string, opts: { durat
       {
         method: 'POST',
         body: BODY,
-        setupRequest: (req) => ({ ...req, headers: headers(workload === 'first' ? `${prefix}-${++n}` : workload === 'conflict' ? HOLD_KEY : replayKey) }),
+        setupRequest: (req) => ({
+          ...req,
+          headers: headers(workload === 'first' ? `${prefix}-${++n}` : workload === 'conflict' ? HOLD_KEY : replayKey),
+        }),
       },
     ],
   });
@@ -472,7 +474,8 @@ function report(
       Number.isNaN(got) ? null : got <= limit,
     ]);
   }
-  for (const [name, v, w, limit] of rpsGoals) targets.push([`${name}: req/s vs bare`, ...atLeast(limit, ratio(v, w, 'rps', 'bare'))]);
+  for (const [name, v, w, limit] of rpsGoals)
+    targets.push([`${name}: req/s vs bare`, ...atLeast(limit, ratio(v, w, 'rps', 'bare'))]);
   // Observing outcomes: within noise of the quiet path (the machine's noise here is a few per cent).
   for (const [name, v] of has('memory-quiet')
     ? ([

@@ -164,7 +164,9 @@ describePg('PostgresStore', () => {
     expect(new Set(names).size).toBe(4);
     expect(names.slice(0, 3)).toEqual(names.slice(6, 9));
     expect(names.slice(0, 3)).not.toEqual(names.slice(3, 6));
-    const [{ count }] = (await one.query('SELECT count(*)::int AS count FROM pg_prepared_statements')).rows as { count: number }[];
+    const [{ count }] = (await one.query('SELECT count(*)::int AS count FROM pg_prepared_statements')).rows as {
+      count: number;
+    }[];
     expect(count).toBe(4);
     const unnamed = new PostgresStore({ pool: seen, tableName: 'idem_c', sweepIntervalMs: 0, preparedStatements: false });
     stores.push(unnamed);
