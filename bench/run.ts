@@ -155,12 +155,14 @@ const holding = new AbortController();
 
 /** Sends the key the `conflict` workload repeats, and waits until a duplicate of it is refused. */
 async function hold(base: string): Promise<void> {
-  const post = () => fetch(`${base}/hold`, { method: 'POST', headers: headers(HOLD_KEY), body: BODY, signal: holding.signal });
-  post().catch(() => undefined);
+  const post = (signal: AbortSignal) => fetch(`${base}/hold`, { method: 'POST', headers: headers(HOLD_KEY), body: BODY, signal });
+  post(holding.signal).catch(() => undefined);
   for (let i = 0; i < 200; i++) {
-    const r = await post();
-    await r.arrayBuffer();
-    if (r.status === 409) return;
+    // A probe that got there first holds the key itself and never answers: give up on it, and the
+    // next probe finds the key held either way.
+    const r = await post(AbortSignal.any([holding.signal, AbortSignal.timeout(1000)])).catch(() => undefined);
+    await r?.arrayBuffer();
+    if (r?.status === 409) return;
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
   throw new Error(`${base}/hold: no 409 for a duplicate in flight`);
