@@ -76,6 +76,9 @@ describe('SqliteStore', () => {
     const full = store({ filename: join(dir, 'full.db') });
     await full.open();
     expect(connection(full).pragma('synchronous', { simple: true })).toBe(2);
+    const told = store({ filename: join(dir, 'told.db'), synchronous: 'full' });
+    await told.open();
+    expect(connection(told).pragma('synchronous', { simple: true })).toBe(2);
     const normal = store({ filename: join(dir, 'normal.db'), synchronous: 'normal' });
     await normal.open();
     expect(connection(normal).pragma('synchronous', { simple: true })).toBe(1);

@@ -111,6 +111,8 @@ describe('sendFinal', () => {
     sendFinal(second, stored, {});
     second.raw.end('late');
     expect(second.calls).toHaveLength(2);
+    // One locked prototype for every response of a prototype, made once.
+    expect(Object.getPrototypeOf(second)).toBe(Object.getPrototypeOf(first));
   });
 
   it("locks a response on Node's own prototype with own methods, leaving the prototype alone", () => {
