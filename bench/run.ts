@@ -132,7 +132,8 @@ async function startServer(variant: Variant, redisPort: number, pgUrl: string, d
       PORT: String(port),
       REDIS_URL: `redis://127.0.0.1:${redisPort}`,
       PG_URL: pgUrl,
-      SQLITE_FILE: join(dir, 'bench.db'),
+      // A file per variant: two processes on one file made each wait for the other's write lock and checkpoints.
+      SQLITE_FILE: join(dir, `${variant}.db`),
     },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });

@@ -74,7 +74,7 @@ export class SqliteStore implements IdempotencyStore {
     if (options.synchronous !== undefined && options.synchronous !== 'full' && options.synchronous !== 'normal') {
       fail(where, CONFIG_ERRORS.sqliteSynchronous(options.synchronous));
     }
-    this.synchronous = options.synchronous ?? 'full';
+    this.synchronous = options.synchronous ?? 'normal';
     this.now = options.now ?? Date.now;
     const interval = integerIn(where, 'sweepIntervalMs', options.sweepIntervalMs, DEFAULT_SWEEP_INTERVAL_MS, 0, MAX_TIMER_MS);
     this.sweeper = new SqlSweeper(interval, async () => this.sweep(), this.logger);
