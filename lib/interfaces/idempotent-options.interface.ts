@@ -20,7 +20,8 @@ export interface IdempotentOptions {
   /**
    * Message handlers (`@MessagePattern()`, `@EventPattern()`): reads the message's id, the key, from
    * its data and context. Default: the transport's message id (RabbitMQ `properties.messageId`, NATS
-   * `Nats-Msg-Id` header), else `data.idempotencyKey`; a non-empty string. GraphQL mutations: reads
+   * `Nats-Msg-Id` header, Kafka `idempotency-key` header else `topic:partition:offset`), else
+   * `data.idempotencyKey`; a non-empty string. GraphQL mutations: reads
    * the key from the arguments (`data` is the mutation's arguments) instead of the key header.
    */
   keyFrom?: MessageKeyFunction;
