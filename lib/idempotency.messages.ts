@@ -1,12 +1,8 @@
 import type { IdempotencyErrorCode } from './interfaces/idempotency-error.interface.js';
 
-// Every sentence this package shows anyone, grouped by who reads it (a client, an API's readers, an
-// operator, whoever configures the module), so that a reviewer sees none carries a byte a client sent.
+// Every sentence this package shows anyone, grouped by who reads it, so a reviewer sees none carries a byte a client sent.
 
-/**
- * What a client can read in an error body. None of them holds a byte the client sent: they name the
- * header (as configured), a limit or an index, never the key, the body or a media type.
- */
+/** What a client reads in an error body: the header (as configured), a limit or an index, never a byte it sent. */
 export const MESSAGES = {
   missing: (header: string) => `${header} header is required`,
   tooLong: (what: string, max: number) => `${what} exceeds ${max} characters`,
@@ -19,7 +15,6 @@ export const MESSAGES = {
   /** What a message's sender reads instead of the HTTP sentences that name the header. */
   messageInFlight: 'a message with this key is being processed; send it again shortly',
   messageReused: 'this key was already used for a message with other data',
-  /** A mutation whose `keyFrom` found no key in its arguments. */
   argumentKey: 'the mutation has no idempotency key in the argument its keyFrom reads',
   reused: (header: string) => `${header} was already used for a different request`,
   tooDeep: 'request body is nested too deeply',
@@ -32,19 +27,14 @@ export const MESSAGES = {
     `the request with this key was processed, but its response was over ${max} bytes and was not kept, so it cannot be sent again`,
   unreadable: 'the stored response for this key cannot be read at the moment; retry shortly',
   noScope: 'the caller scope of this request could not be resolved',
-  /** 409 on a transactional route whose fixed lease ran out: its writes were rolled back. */
   transactionTimedOut: (header: string) =>
     `the request ran past its transaction timeout and was rolled back; another request with this ${header} may be running, retry shortly`,
-  /** 503 on a transactional route whose transaction did not commit, or may not have. */
   notCommitted: 'the request could not be committed; retry shortly with the same key',
   /** What `keyViolation` calls an identity scope in `tooLong` and `forbiddenChar`. */
   scope: 'identity scope',
 } as const;
 
-/**
- * The `title` of each problem type (RFC 9457: the same for every occurrence). The first three are
- * the IETF draft's (draft-ietf-httpapi-idempotency-key-header-07 §2.7).
- */
+/** Each problem type's `title` (RFC 9457: one per type); the first three are the IETF draft's (key-header-07 §2.7). */
 export const PROBLEM_TITLES: Readonly<Record<IdempotencyErrorCode, string>> = {
   'key-missing': 'Idempotency-Key is missing',
   'key-reused': 'Idempotency-Key is already used',
@@ -117,10 +107,9 @@ export const LOGS = {
   givenUp: (route: string, why: string) => `${route}: response not stored: the handler ${why}; the key is released`,
   detached: (route: string, why: string) =>
     `${route}: ${why} before the handler finished; it runs to completion and its own result is stored`,
-  /** Reasons for {@link LOGS.givenUp}. */
+  /** Reasons for {@link LOGS.givenUp} (these two) and {@link LOGS.detached} (the next two). */
   streamed: 'was streamed',
   returnedStream: 'returned a stream',
-  /** Reasons for {@link LOGS.detached}. */
   answeredOutside: 'a response was sent',
   abandoned: 'the request was abandoned (client gone, or an outer timeout or error)',
   transactionLost: (route: string) =>
@@ -134,7 +123,6 @@ export const LOGS = {
   beginFailed: (route: string, reason: string) => `${route}: the transaction could not be opened, answering 503: ${reason}`,
   transactionalStream: (route: string) =>
     `${route}: a transactional handler returned a stream, which cannot be recorded before COMMIT; its transaction is rolled back`,
-  /** Logged by every store that finds a value under an idempotency key it did not write. */
   foreignValue: 'a value the idempotency layer did not write was under an idempotency key; it is replaced by a claim',
   perProcess:
     'InMemoryStore keeps idempotency state per process: a retry that reaches another pod runs again. Use RedisStore with more than one instance.',
@@ -189,9 +177,7 @@ export const FAILURES = {
 } as const;
 
 /** A configured value as shown: `ConfigService.get()` hands over strings, and "got 3600000" hid why it was refused. */
-function shown(got: unknown): string {
-  return typeof got === 'string' ? `the string '${got.slice(0, 60)}'` : String(got);
-}
+const shown = (got: unknown): string => (typeof got === 'string' ? `the string '${got.slice(0, 60)}'` : String(got));
 
 /** Errors that stop the application at startup: a misconfiguration is never left for run time. */
 export const CONFIG_ERRORS = {
