@@ -34,6 +34,7 @@ const ALL_VARIANTS = [
   'postgres-tx',
   'fastify-bare',
   'fastify-noop',
+  'fastify-undecorated',
   'fastify-memory',
   'fastify-redis',
   'fastify-sqlite',
@@ -53,7 +54,7 @@ const has = (v: Variant) => VARIANTS.includes(v);
 /** The floor a variant is compared with: the do-nothing interceptor on the same adapter. */
 const floorOf = (v: Variant): Variant => (v.startsWith('fastify-') ? 'fastify-noop' : 'noop');
 const bareOf = (v: Variant): Variant => (v.startsWith('fastify-') ? 'fastify-bare' : 'bare');
-const isPlain = (v: Variant) => v.endsWith('bare') || v.endsWith('noop');
+const isPlain = (v: Variant) => v.endsWith('bare') || v.endsWith('noop') || v.endsWith('undecorated');
 // `conflict`: every request is a duplicate of one still in flight (POST /hold never answers): a 409.
 const WORKLOADS = ['first', 'replay', 'conflict'] as const;
 type Workload = (typeof WORKLOADS)[number];
@@ -492,6 +493,13 @@ function report(
         ...atMost(1.05, ratio(v, w, 'cpuPerResponseUs', 'memory-quiet')),
       ]);
     }
+  }
+  // A route without @Idempotent() pays nothing for the module: on Fastify its onSend hook passes the reply on.
+  if (has('fastify-undecorated')) {
+    targets.push([
+      'Fastify route without `@Idempotent()`, module imported: CPU/response vs fastify-bare',
+      ...atMost(1.05, ratio('fastify-undecorated', 'first', 'cpuPerResponseUs', 'fastify-bare')),
+    ]);
   }
   if (has('memory-sealed') && has('memory-quiet')) {
     for (const w of ['first', 'replay'] as const) {

@@ -25,7 +25,7 @@ import {
 import { PgTransactions } from '../test/support/pg-transactions.js';
 
 /**
- * One benchmark variant in a process of its own: VARIANT = bare | noop | memory | redis | postgres |
+ * One benchmark variant in a process of its own: VARIANT = bare | noop | undecorated | memory | redis | postgres |
  * postgres-tx | sqlite, or fastify-<one of them> for the Fastify adapter; PORT, REDIS_URL, PG_URL, SQLITE_FILE. The same trivial handler in each
  * (POST /hold never answers, for duplicates in flight; postgres-tx: `transactional: true`, in a transaction of a node-postgres port); GET /stats reports
  * handler runs, the process's CPU time and, for postgres and postgres-tx, the statements their pool
@@ -102,7 +102,8 @@ class NoopController {
 }
 
 function controller() {
-  if (variant === 'bare') return BareController;
+  // `undecorated`: the bare route in an application that imports the module (Fastify: its onSend hook runs).
+  if (variant === 'bare' || variant === 'undecorated') return BareController;
   if (variant === 'noop') return NoopController;
   if (variant === 'postgres-tx') return TransactionalController;
   return IdempotentController;

@@ -36,6 +36,7 @@ import type {
   IdempotencyOptionsFactory,
 } from './interfaces/idempotency-module-options.interface.js';
 import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
+import { ReplyRecorderInstaller } from './http/reply-recorder.installer.js';
 import { LeaseRenewer } from './lease.renewer.js';
 import { OpenApiExplorer } from './openapi/openapi.explorer.js';
 import { resolveModuleOptions } from './options/module-options.resolver.js';
@@ -100,6 +101,7 @@ const PROVIDERS = [
   MessageRunner,
   GraphqlRunner,
   IdempotencyExplorer,
+  ReplyRecorderInstaller,
   openApiExplorer,
   IdempotencyInterceptor,
   IdempotencyExceptionFilter,

@@ -4,7 +4,8 @@ import type { Subscriber } from 'rxjs';
 import { LOGS } from '../idempotency.messages.js';
 import type { StoredResponse } from '../interfaces/stored-response.interface.js';
 import { identityOf } from './identity-body.js';
-import { recordResponse, type ResponseRecording } from './response.recorder.js';
+import { canRecordReply, recordReply } from './reply.recorder.js';
+import { type RecorderHooks, recordResponse, type ResponseRecording } from './response.recorder.js';
 import { currentHeaders, isFastifyReply, rawResponse } from './response.adapter.js';
 import type { HeaderSnapshot } from './stored-headers.js';
 import { renderValue } from './value.renderer.js';
@@ -69,6 +70,8 @@ export class HandlerRun {
   private status = 0;
   private headers: Record<string, unknown> = {};
   private readonly recording: ResponseRecording;
+  /** Recorded by Fastify's onSend hook, which a write to Node's response bypasses. */
+  private readonly byHook: boolean;
 
   constructor(
     private readonly start: ResponseStart,
@@ -77,25 +80,26 @@ export class HandlerRun {
     settlement: RunSettlement,
     holdBack = false,
   ) {
-    this.recording = recordResponse(
-      start.raw,
-      start.before,
-      {
-        onEnd: (stored) => {
-          if (!this.finished) {
-            // An answer from outside the handler (a timeout middleware, Fastify's handlerTimeout).
-            this.detach(LOGS.answeredOutside);
-            return Promise.resolve();
-          }
-          // An outer layer failed after the handler succeeded: what goes out is its error, which is
-          // never stored; a retry gets the handler's result.
-          if (stored.status >= 400 && stored.status !== this.status) return settlement.ended(this.rendered());
-          return settlement.ended(start.adapter === 'fastify' ? identityOf(stored) : stored);
-        },
-        onStream: () => settlement.streamed(),
+    const hooks: RecorderHooks = {
+      onEnd: (stored) => {
+        if (!this.finished) {
+          // An answer from outside the handler (a timeout middleware, Fastify's handlerTimeout).
+          this.detach(LOGS.answeredOutside);
+          return Promise.resolve();
+        }
+        // An outer layer failed after the handler succeeded: what goes out is its error, which is
+        // never stored; a retry gets the handler's result.
+        if (stored.status >= 400 && stored.status !== this.status) return settlement.ended(this.rendered());
+        return settlement.ended(start.adapter === 'fastify' ? identityOf(stored) : stored);
       },
-      holdBack,
-    );
+      onStream: () => settlement.streamed(),
+    };
+    // On Fastify, its own onSend hook where the application has it: patching Node's response there
+    // cost more than the rest of the recording (docs/performance.md). It can always replace the reply.
+    this.byHook = canRecordReply(start.response);
+    this.recording = this.byHook
+      ? recordReply(start.response, start.before, hooks)
+      : recordResponse(start.raw, start.before, hooks, holdBack);
   }
 
   /** The handler's own result, as its adapter sends it: stored when what went out is not its answer. */
@@ -109,8 +113,11 @@ export class HandlerRun {
    * handler's value: that value, rendered as Fastify serialises it, is the identity representation.
    */
   encodedByFastify(): boolean {
-    const { adapter, raw } = this.start;
-    return adapter === 'fastify' && this.finished && !isStream(this.last) && raw.getHeader('content-encoding') !== undefined;
+    const { adapter, response } = this.start;
+    // The reply's headers, Node's response's among them: the onSend hook sees the plugin's before they are written.
+    return (
+      adapter === 'fastify' && this.finished && !isStream(this.last) && currentHeaders(response)['content-encoding'] !== undefined
+    );
   }
 
   /** Stops recording: the response goes out untouched. */
@@ -143,6 +150,8 @@ export class HandlerRun {
         // Once the response has gone out (an outer answer), the handler's part of it is unknown.
         this.status = raw.headersSent ? statusBefore : raw.statusCode;
         this.headers = raw.headersSent ? {} : currentHeaders(response);
+        // Written to Node's response past the reply (by the handler, or a timeout): the hook never sees it.
+        if (this.byHook && raw.headersSent) this.detach(LOGS.answeredOutside);
         events.complete();
       },
     });

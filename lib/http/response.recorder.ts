@@ -152,8 +152,9 @@ function prototypeFor(base: object): object {
 }
 
 /**
- * Records the response at the last point before it leaves: the Node `ServerResponse` both Express
- * and Fastify end. What outer interceptors, serializers and filters did is already in the bytes, and
+ * Records the response at the last point before it leaves: the Node `ServerResponse` Express ends.
+ * (Fastify's replies are recorded by its `onSend` hook, `reply.recorder.ts`, unless the hook could
+ * not be added.) What outer interceptors, serializers and filters did is already in the bytes, and
  * the real `end()` is held back until `onEnd` has stored them, so a retry sent the moment the client
  * has the first response already finds the record. Headers `before` holds with the same value are
  * not recorded: they belong to this request, not to its answer.
@@ -166,8 +167,8 @@ function prototypeFor(base: object): object {
  * re-points every response at its application's prototype; there the recorder swaps in a cached
  * prototype of its own, because assigning the methods gave each response a hidden class of its own,
  * which cost more CPU and garbage than the rest of the recording. A response still on Node's own
- * prototype (Fastify) gets them as own properties: swapping its prototype cost about 70 µs more per
- * request, in Node's http internals that had seen one shape of response until then. Methods a
+ * prototype (Fastify without the hook) gets them as own properties: swapping its prototype cost about
+ * 70 µs more per request, in Node's http internals that had seen one shape of response until then. Methods a
  * middleware already made own properties (compression, express-session) are wrapped the same way,
  * so the recorder still sees what those wrappers pass on.
  */
