@@ -73,6 +73,16 @@ class IdempotentController {
   }
 }
 
+/** In `undecorated`, beside the bare route: one request to it puts the recorder in place (Express: its stand-ins). */
+@Controller()
+class WarmController {
+  @Post('warm')
+  @Idempotent()
+  warm() {
+    return { warm: true };
+  }
+}
+
 @Controller()
 class TransactionalController {
   @Post('tx')
@@ -102,7 +112,8 @@ class NoopController {
 }
 
 function controller() {
-  // `undecorated`: the bare route in an application that imports the module (Fastify: its onSend hook runs).
+  // `undecorated`: the bare route in an application that imports the module and has a decorated route
+  // (Express: the recorder's stand-ins are on its response prototype; Fastify: its onSend hook runs).
   if (variant === 'bare' || variant === 'undecorated') return BareController;
   if (variant === 'noop') return NoopController;
   if (variant === 'postgres-tx') return TransactionalController;
@@ -161,13 +172,20 @@ function store(): IdempotencyStore {
   return new InMemoryStore({ maxEntries: Number(process.env.MAX_ENTRIES ?? 1_000_000) });
 }
 
-@Module({ imports: imports(), controllers: [StatsController, controller()] })
+@Module({
+  imports: imports(),
+  controllers: [StatsController, controller(), ...(variant === 'undecorated' ? [WarmController] : [])],
+})
 class BenchModule {}
 
 const app = fastify
   ? await NestFactory.create(BenchModule, new FastifyAdapter(), { logger: ['error'] })
   : await NestFactory.create(BenchModule, { logger: ['error'] });
 await app.listen(Number(process.env.PORT), '127.0.0.1');
+if (variant === 'undecorated') {
+  const port = (app.getHttpServer() as import('node:http').Server).address() as import('node:net').AddressInfo;
+  await fetch(`http://127.0.0.1:${port.port}/warm`, { method: 'POST', headers: { 'idempotency-key': 'warm' } });
+}
 process.send?.('ready');
 // Exit normally on a signal, so that node --cpu-prof can write its profile.
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => process.exit(0));

@@ -6,7 +6,7 @@ import type { StoredResponse } from '../interfaces/stored-response.interface.js'
 import { identityOf } from './identity-body.js';
 import { canRecordReply, recordReply } from './reply.recorder.js';
 import { type RecorderHooks, recordResponse, type ResponseRecording } from './response.recorder.js';
-import { currentHeaders, isFastifyReply, rawResponse } from './response.adapter.js';
+import { type FastifyReplyLike, isFastifyReply } from './response.adapter.js';
 import type { HeaderSnapshot } from './stored-headers.js';
 import { renderValue } from './value.renderer.js';
 
@@ -28,9 +28,18 @@ export interface ResponseStart {
 }
 
 export function responseStart(response: object): ResponseStart {
-  const raw = rawResponse(response);
-  const adapter = isFastifyReply(response) ? 'fastify' : 'express';
-  return { response, raw, adapter, before: currentHeaders(response), statusBefore: raw.statusCode };
+  // Asked once: on an Express response the question misses along a long prototype chain.
+  if (isFastifyReply(response)) {
+    const { raw } = response;
+    return { response, raw, adapter: 'fastify', before: response.getHeaders(), statusBefore: raw.statusCode };
+  }
+  const raw = response as ServerResponse;
+  return { response, raw, adapter: 'express', before: raw.getHeaders(), statusBefore: raw.statusCode };
+}
+
+/** The headers the response holds so far, for a start already told apart. */
+function headersOf({ response, raw, adapter }: ResponseStart): Record<string, unknown> {
+  return adapter === 'fastify' ? (response as FastifyReplyLike).getHeaders() : raw.getHeaders();
 }
 
 /** How a caller settles what the response does; the run has decided whose answer it is. */
@@ -96,7 +105,7 @@ export class HandlerRun {
     };
     // On Fastify, its own onSend hook where the application has it: patching Node's response there
     // cost more than the rest of the recording (docs/performance.md). It can always replace the reply.
-    this.byHook = canRecordReply(start.response);
+    this.byHook = start.adapter === 'fastify' && canRecordReply(start.response);
     this.recording = this.byHook
       ? recordReply(start.response, start.before, hooks)
       : recordResponse(start.raw, start.before, hooks, holdBack);
@@ -113,10 +122,12 @@ export class HandlerRun {
    * handler's value: that value, rendered as Fastify serialises it, is the identity representation.
    */
   encodedByFastify(): boolean {
-    const { adapter, response } = this.start;
     // The reply's headers, Node's response's among them: the onSend hook sees the plugin's before they are written.
     return (
-      adapter === 'fastify' && this.finished && !isStream(this.last) && currentHeaders(response)['content-encoding'] !== undefined
+      this.start.adapter === 'fastify' &&
+      this.finished &&
+      !isStream(this.last) &&
+      headersOf(this.start)['content-encoding'] !== undefined
     );
   }
 
@@ -134,7 +145,7 @@ export class HandlerRun {
 
   /** Runs the handler, passing its values on to `subscriber`. */
   subscribe(next: CallHandler, subscriber: Subscriber<unknown>, events: HandlerEvents): void {
-    const { raw, response, statusBefore } = this.start;
+    const { raw, statusBefore } = this.start;
     next.handle().subscribe({
       next: (value) => {
         if (isStream(value) && !events.stream()) return;
@@ -149,7 +160,7 @@ export class HandlerRun {
         this.finished = true;
         // Once the response has gone out (an outer answer), the handler's part of it is unknown.
         this.status = raw.headersSent ? statusBefore : raw.statusCode;
-        this.headers = raw.headersSent ? {} : currentHeaders(response);
+        this.headers = raw.headersSent ? {} : headersOf(this.start);
         // Written to Node's response past the reply (by the handler, or a timeout): the hook never sees it.
         if (this.byHook && raw.headersSent) this.detach(LOGS.answeredOutside);
         events.complete();

@@ -43,44 +43,47 @@ function sendInstead(raw: ServerResponse, end: Method, response: StoredResponse,
 type Method = (this: ServerResponse, ...args: unknown[]) => unknown;
 
 /** One response being recorded. Kept after it stops, so that a late call still reaches the methods it stood in for. */
-interface Recording {
-  active: boolean;
-  readonly raw: ServerResponse;
-  readonly before: HeaderSnapshot;
-  readonly hooks: RecorderHooks;
-  readonly holdHead: boolean;
-  /** The methods recording stands in for, as the response had them. */
-  readonly writeHead: Method;
-  readonly write: Method;
-  readonly end: Method;
-  /** Recording by prototype; otherwise the methods were own properties, and are put back. */
-  readonly byPrototype: boolean;
-  headHeaders: HeaderInput;
-  heldHead: unknown[] | undefined;
+class Recording implements ResponseRecording {
+  active = true;
+  headHeaders: HeaderInput = undefined;
+  heldHead: unknown[] | undefined = undefined;
+
+  constructor(
+    readonly raw: ServerResponse,
+    readonly before: HeaderSnapshot,
+    readonly hooks: RecorderHooks,
+    readonly holdHead: boolean,
+    /** The methods recording stands in for, as the response had them. */
+    readonly writeHead: Method,
+    readonly write: Method,
+    readonly end: Method,
+    /** Recording through the stand-ins of its prototype; otherwise the methods were own properties, and are put back. */
+    readonly byPrototype: boolean,
+  ) {}
+
+  stop(): void {
+    if (!this.active) return;
+    this.active = false;
+    const { raw } = this;
+    if (this.byPrototype) {
+      recordings.delete(raw);
+      return;
+    }
+    raw.writeHead = this.writeHead as ServerResponse['writeHead'];
+    raw.write = this.write as ServerResponse['write'];
+    raw.end = this.end as ServerResponse['end'];
+  }
 }
 
 /**
- * Where a response recorded by prototype keeps its recording: an own property with the same value
- * type on every response, so all share one hidden class. A WeakMap entry per response cost a fifth
- * of a first request's CPU in garbage collection (ephemerons); this costs nothing measurable.
+ * The recordings of responses recorded through their prototype's stand-ins, from start to stop: a
+ * handful at a time (one per request in flight), so the garbage collector has next to nothing to
+ * revisit. A `WeakMap` entry kept per response until it was collected cost a fifth of a first
+ * request's CPU in garbage collection; a slot on the response, or swapping its prototype, 2-3 µs.
  */
-const RECORDING = Symbol('idempotency recording');
-type Recorded = ServerResponse & { [RECORDING]: Recording };
-/** A recording prototype per base prototype (Express's `app.response`, Node's `ServerResponse`). */
-const prototypes = new WeakMap<object, object>();
-const ours = new WeakSet<object>();
-
-function stop(recording: Recording): void {
-  if (!recording.active) return;
-  recording.active = false;
-  // A recording prototype stays: its methods pass through from now on, and swapping back would cost
-  // as much again as swapping in.
-  if (recording.byPrototype) return;
-  const { raw } = recording;
-  raw.writeHead = recording.writeHead as ServerResponse['writeHead'];
-  raw.write = recording.write as ServerResponse['write'];
-  raw.end = recording.end as ServerResponse['end'];
-}
+const recordings = new WeakMap<ServerResponse, Recording>();
+/** What each prototype with stand-ins had before them: where a response not being recorded goes. */
+const originals = new WeakMap<object, { writeHead: Method; write: Method; end: Method }>();
 
 function releaseHead(recording: Recording): void {
   if (recording.heldHead) recording.writeHead.apply(recording.raw, recording.heldHead);
@@ -98,7 +101,7 @@ function recordHead(recording: Recording, raw: ServerResponse, status: number, r
 
 function recordWrite(recording: Recording, raw: ServerResponse, args: unknown[]): unknown {
   if (recording.active) {
-    stop(recording);
+    recording.stop();
     releaseHead(recording);
     recording.hooks.onStream();
   }
@@ -107,7 +110,7 @@ function recordWrite(recording: Recording, raw: ServerResponse, args: unknown[])
 
 function recordEnd(recording: Recording, raw: ServerResponse, chunk: unknown, encoding: unknown, callback: unknown): unknown {
   if (!recording.active) return recording.end.call(raw, chunk, encoding, callback);
-  stop(recording);
+  recording.stop();
   const { before, heldHead } = recording;
   const headers: Record<string, string | string[]> = {};
   addHeaders(headers, raw.getHeaders(), before);
@@ -125,30 +128,34 @@ function recordEnd(recording: Recording, raw: ServerResponse, chunk: unknown, en
   return raw;
 }
 
-// The prototype's stand-ins are shared by every response; each finds its recording by `this`.
-function sharedWriteHead(this: Recorded, status: number, ...rest: unknown[]): unknown {
-  return recordHead(this[RECORDING], this, status, rest);
-}
-function sharedWrite(this: Recorded, ...args: unknown[]): unknown {
-  return recordWrite(this[RECORDING], this, args);
-}
-function sharedEnd(this: Recorded, chunk?: unknown, encoding?: unknown, callback?: unknown): unknown {
-  return recordEnd(this[RECORDING], this, chunk, encoding, callback);
-}
-
-function prototypeFor(base: object): object {
-  let proto = prototypes.get(base);
-  if (!proto) {
-    const method = (value: unknown) => ({ value, writable: true, configurable: true });
-    proto = Object.create(base, {
-      writeHead: method(sharedWriteHead),
-      write: method(sharedWrite),
-      end: method(sharedEnd),
-    }) as object;
-    prototypes.set(base, proto);
-    ours.add(proto);
-  }
-  return proto;
+/**
+ * Puts stand-ins for the three methods on a response prototype (Express's `app.response`, which is
+ * there to be extended), once: every response of the application then passes through them, and
+ * those not being recorded go straight on to the methods the prototype had.
+ */
+function standInsFor(base: object): { writeHead: Method; write: Method; end: Method } {
+  let own = originals.get(base);
+  if (own) return own;
+  const proto = base as Record<'writeHead' | 'write' | 'end', Method>;
+  const before = { writeHead: proto.writeHead, write: proto.write, end: proto.end };
+  own = before;
+  const method = (value: unknown) => ({ value, writable: true, configurable: true });
+  Object.defineProperties(base, {
+    writeHead: method(function (this: ServerResponse, ...args: unknown[]): unknown {
+      const recording = recordings.get(this);
+      return recording ? recordHead(recording, this, args[0] as number, args.slice(1)) : before.writeHead.apply(this, args);
+    }),
+    write: method(function (this: ServerResponse, ...args: unknown[]): unknown {
+      const recording = recordings.get(this);
+      return recording ? recordWrite(recording, this, args) : before.write.apply(this, args);
+    }),
+    end: method(function (this: ServerResponse, ...args: unknown[]): unknown {
+      const recording = recordings.get(this);
+      return recording ? recordEnd(recording, this, args[0], args[1], args[2]) : before.end.apply(this, args);
+    }),
+  });
+  originals.set(base, own);
+  return own;
 }
 
 /**
@@ -164,13 +171,13 @@ function prototypeFor(base: object): object {
  * success its handler produced.
  *
  * How it stands in for the three methods was chosen by measurement (docs/performance.md). Express
- * re-points every response at its application's prototype; there the recorder swaps in a cached
- * prototype of its own, because assigning the methods gave each response a hidden class of its own,
- * which cost more CPU and garbage than the rest of the recording. A response still on Node's own
- * prototype (Fastify without the hook) gets them as own properties: swapping its prototype cost about
- * 70 µs more per request, in Node's http internals that had seen one shape of response until then. Methods a
- * middleware already made own properties (compression, express-session) are wrapped the same way,
- * so the recorder still sees what those wrappers pass on.
+ * re-points every response at its application's prototype (`app.response`); the recorder puts its
+ * stand-ins there once, and a response being recorded is found in a table for as long as it is:
+ * nothing is added to the response itself. Own methods on each response gave each a hidden class of
+ * its own, and a slot on it or a prototype swap cost 2-3 µs per request. A response still on Node's
+ * own prototype (Fastify without its hook), which the recorder must not change for every server of
+ * the process, gets own methods. Methods a middleware already made own properties (compression,
+ * express-session) are wrapped the same way, so the recorder still sees what those wrappers pass on.
  */
 export function recordResponse(
   raw: ServerResponse,
@@ -181,40 +188,38 @@ export function recordResponse(
   const base = Object.getPrototypeOf(raw) as object;
   const byPrototype =
     base !== ServerResponse.prototype &&
-    !ours.has(base) &&
+    !recordings.has(raw) &&
     !Object.hasOwn(raw, 'writeHead') &&
     !Object.hasOwn(raw, 'write') &&
     !Object.hasOwn(raw, 'end');
-  const recording: Recording = {
-    active: true,
+  if (byPrototype) {
+    const { writeHead, write, end } = standInsFor(base);
+    const recording = new Recording(raw, before, hooks, holdHead, writeHead, write, end, true);
+    recordings.set(raw, recording);
+    return recording;
+  }
+  // Unbound on purpose: called with the response as `this`, or put back as they were.
+  /* eslint-disable @typescript-eslint/unbound-method */
+  const recording = new Recording(
     raw,
     before,
     hooks,
     holdHead,
-    // Unbound on purpose: called with the response as `this`, or put back as they were.
-    /* eslint-disable @typescript-eslint/unbound-method */
-    writeHead: raw.writeHead as Method,
-    write: raw.write as Method,
-    end: raw.end as Method,
-    /* eslint-enable @typescript-eslint/unbound-method */
-    byPrototype,
-    headHeaders: undefined,
-    heldHead: undefined,
-  };
-  if (byPrototype) {
-    (raw as Recorded)[RECORDING] = recording;
-    Object.setPrototypeOf(raw, prototypeFor(base));
-  } else {
-    // Closures, not the shared stand-ins: they chain when a response is recorded twice at once.
-    raw.writeHead = function (this: ServerResponse, status: number, ...rest: unknown[]) {
-      return recordHead(recording, this, status, rest);
-    } as ServerResponse['writeHead'];
-    raw.write = function (this: ServerResponse, ...args: unknown[]) {
-      return recordWrite(recording, this, args);
-    } as ServerResponse['write'];
-    raw.end = function (this: ServerResponse, chunk?: unknown, encoding?: unknown, callback?: unknown) {
-      return recordEnd(recording, this, chunk, encoding, callback);
-    } as ServerResponse['end'];
-  }
-  return { stop: () => stop(recording) };
+    raw.writeHead as Method,
+    raw.write as Method,
+    raw.end as Method,
+    false,
+  );
+  /* eslint-enable @typescript-eslint/unbound-method */
+  // Closures, not the shared stand-ins: they chain when a response is recorded twice at once.
+  raw.writeHead = function (this: ServerResponse, status: number, ...rest: unknown[]) {
+    return recordHead(recording, this, status, rest);
+  } as ServerResponse['writeHead'];
+  raw.write = function (this: ServerResponse, ...args: unknown[]) {
+    return recordWrite(recording, this, args);
+  } as ServerResponse['write'];
+  raw.end = function (this: ServerResponse, chunk?: unknown, encoding?: unknown, callback?: unknown) {
+    return recordEnd(recording, this, chunk, encoding, callback);
+  } as ServerResponse['end'];
+  return recording;
 }
