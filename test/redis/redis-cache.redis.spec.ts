@@ -140,14 +140,15 @@ describeRedis('RedisStore on a standalone redis-server', () => {
     const old = new RedisCache(RedisCacheOptions.create().withUrl(server.url).withCommandTimeout(500));
     const again = new RedisCache(RedisCacheOptions.create().withUrl(server.url));
     expect(old).toBeInstanceOf(RedisStore);
-    expect(new RedisStore({ url: server.url })).toBeInstanceOf(RedisCache);
+    const current = new RedisStore({ url: server.url });
+    expect(current).toBeInstanceOf(RedisCache);
     expect(RedisCache.prototype).toBe(RedisStore.prototype);
     const warnings = warn.mock.calls.map((c) => String(c[0]));
     expect(warnings.filter((w) => w.startsWith('RedisCache is deprecated'))).toHaveLength(1);
     expect(warnings.filter((w) => w.startsWith('RedisCacheOptions is deprecated'))).toHaveLength(1);
     await old.claim('idem:old-name', { owner: 'o', fingerprint: 'f', leaseMs: 5000 });
     expect((await again.claim('idem:old-name', { owner: 'p', fingerprint: 'f', leaseMs: 5000 })).state).toBe('in-flight');
-    await Promise.all([old.close(), again.close()]);
+    await Promise.all([old.close(), again.close(), current.close()]);
     warn.mockRestore();
   });
 
