@@ -2,17 +2,16 @@ import { type CallHandler, type ExecutionContext, Injectable, Logger, type NestI
 import { Observable } from 'rxjs';
 import { rememberKey } from './http/request-key.store.js';
 import type { HttpRequestLike } from './http/request.reader.js';
-import { HandlerRun, responseStart } from './http/handler.run.js';
+import { responseStart } from './http/handler.run.js';
 import { HttpContext, type HttpReaders } from './http/http.context.js';
 import { setHeader } from './http/response.adapter.js';
+import { CommitSettlement } from './commit.settlement.js';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
 import { GraphqlRunner } from './graphql.runner.js';
 import { SAFE_METHODS } from './idempotency.constants.js';
-import { LOGS } from './idempotency.messages.js';
 import { IdempotencyService } from './idempotency.service.js';
 import { IdentityResolverLoader } from './identity-resolver.loader.js';
 import type { ActiveClaim } from './interfaces/active-claim.interface.js';
-import type { StoredResponse } from './interfaces/stored-response.interface.js';
 import { LeaseRenewer } from './lease.renewer.js';
 import { MessageRunner } from './message.runner.js';
 import { RequestFingerprinter } from './request.fingerprinter.js';
@@ -88,54 +87,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
   private run(claim: ActiveClaim, response: object, next: CallHandler): Observable<unknown> {
     const start = responseStart(response);
     this.leases.hold(claim);
-
-    // One subscriber rather than a chain of operators: this runs on every decorated request.
+    // One subscriber and one object for the run, not a chain of operators or a closure per step:
+    // this runs on every first request. The run is the teardown (its unsubscribe()).
     return new Observable<unknown>((subscriber) => {
-      let settled = false; // the key was committed, released or given up
-
-      const unhold = (): void => this.leases.unhold(claim);
-      const settle = (work: Promise<void>): Promise<void> => {
-        settled = true;
-        return work.finally(unhold);
-      };
-      // The lease stays held (and renewed) while a failed commit is tried again in the background.
-      const commit = (stored: StoredResponse): Promise<void> => {
-        settled = true;
-        return this.service.commit(claim, stored, unhold);
-      };
-      const giveUp = (why: string): void => {
-        if (settled) return;
-        this.logger.warn(LOGS.givenUp(claim.route, why));
-        void settle(this.service.release(claim, 'not-stored'));
-      };
-      // The handler's own result, as its adapter would have sent it. A stream has been given up
-      // on already, as it was emitted.
-      const storeResult = (): Promise<void> => (settled ? Promise.resolve() : commit(run.rendered()));
-
-      const run = new HandlerRun(start, claim.route, this.logger, {
-        ended: commit,
-        // A compressed Fastify reply is stored as its handler's value; a replay goes through the
-        // reply, and the plugin encodes it as the retry negotiates.
-        streamed: () => (run.encodedByFastify() ? void storeResult() : giveUp(LOGS.streamed)),
-      });
-
-      run.subscribe(next, subscriber, {
-        stream: () => {
-          run.stop();
-          giveUp(LOGS.returnedStream);
-          return true;
-        },
-        // A thrown error frees the key before the error response goes out, so a retry runs again.
-        error: (err) => {
-          run.stop();
-          void settle(this.service.release(claim)).then(() => subscriber.error(err));
-        },
-        complete: () => {
-          if (run.detached) void storeResult();
-          subscriber.complete();
-        },
-      });
-      return run.teardown;
+      const settlement = new CommitSettlement(this.service, this.leases, this.logger, claim, subscriber, start);
+      settlement.run.subscribe(next, subscriber, settlement);
+      return settlement.run;
     });
   }
 }

@@ -145,7 +145,7 @@ export class TransactionRunner {
 
       // Torn down before the handler finished (client gone, outer timeout): it runs on in its
       // transaction, and its own result is what commits.
-      return run.teardown;
+      return run;
     });
   }
 }

@@ -1,6 +1,6 @@
 import { type CallHandler, type Logger, StreamableFile } from '@nestjs/common';
 import type { ServerResponse } from 'node:http';
-import type { Subscriber } from 'rxjs';
+import type { Observer, Subscriber, Unsubscribable } from 'rxjs';
 import { LOGS } from '../idempotency.messages.js';
 import type { StoredResponse } from '../interfaces/stored-response.interface.js';
 import { identityOf } from './identity-body.js';
@@ -69,46 +69,52 @@ export interface HandlerEvents {
  * knows when the chain around the handler was torn down (or answered) before the handler finished.
  * Then the response that went out is not the handler's, and the handler's own value is what to store.
  */
-export class HandlerRun {
+export class HandlerRun implements RecorderHooks, Unsubscribable {
   /** The handler completed or failed. */
   finished = false;
   /** The chain around the handler was torn down, or answered, first. */
   detached = false;
   /** The handler's result: Nest sends the last value. */
-  private last: unknown;
+  private last: unknown = undefined;
   private status = 0;
   private headers: Record<string, unknown> = {};
   private readonly recording: ResponseRecording;
   /** Recorded by Fastify's onSend hook, which a write to Node's response bypasses. */
   private readonly byHook: boolean;
+  private subscriber: Subscriber<unknown> | undefined = undefined;
+  private events: HandlerEvents | undefined = undefined;
 
   constructor(
     private readonly start: ResponseStart,
     private readonly route: string,
     private readonly logger: Logger,
-    settlement: RunSettlement,
+    private readonly settlement: RunSettlement,
     holdBack = false,
   ) {
-    const hooks: RecorderHooks = {
-      onEnd: (stored) => {
-        if (!this.finished) {
-          // An answer from outside the handler (a timeout middleware, Fastify's handlerTimeout).
-          this.detach(LOGS.answeredOutside);
-          return Promise.resolve();
-        }
-        // An outer layer failed after the handler succeeded: what goes out is its error, which is
-        // never stored; a retry gets the handler's result.
-        if (stored.status >= 400 && stored.status !== this.status) return settlement.ended(this.rendered());
-        return settlement.ended(start.adapter === 'fastify' ? identityOf(stored) : stored);
-      },
-      onStream: () => settlement.streamed(),
-    };
     // On Fastify, its own onSend hook where the application has it: patching Node's response there
     // cost more than the rest of the recording (docs/performance.md). It can always replace the reply.
     this.byHook = start.adapter === 'fastify' && canRecordReply(start.response);
     this.recording = this.byHook
-      ? recordReply(start.response, start.before, hooks)
-      : recordResponse(start.raw, start.before, hooks, holdBack);
+      ? recordReply(start.response, start.before, this)
+      : recordResponse(start.raw, start.before, this, holdBack);
+  }
+
+  /** The recorder's: the response reached `end()`. */
+  onEnd(stored: StoredResponse): Promise<StoredResponse | void> {
+    if (!this.finished) {
+      // An answer from outside the handler (a timeout middleware, Fastify's handlerTimeout).
+      this.detach(LOGS.answeredOutside);
+      return Promise.resolve();
+    }
+    // An outer layer failed after the handler succeeded: what goes out is its error, which is
+    // never stored; a retry gets the handler's result.
+    if (stored.status >= 400 && stored.status !== this.status) return this.settlement.ended(this.rendered());
+    return this.settlement.ended(this.start.adapter === 'fastify' ? identityOf(stored) : stored);
+  }
+
+  /** The recorder's: the response is being streamed. */
+  onStream(): void {
+    this.settlement.streamed();
   }
 
   /** The handler's own result, as its adapter sends it: stored when what went out is not its answer. */
@@ -145,27 +151,32 @@ export class HandlerRun {
 
   /** Runs the handler, passing its values on to `subscriber`. */
   subscribe(next: CallHandler, subscriber: Subscriber<unknown>, events: HandlerEvents): void {
+    this.subscriber = subscriber;
+    this.events = events;
+    next.handle().subscribe(new HandlerObserver(this));
+  }
+
+  /** The handler emitted `value`. */
+  emitted(value: unknown): void {
+    if (isStream(value) && !this.events!.stream()) return;
+    this.last = value;
+    this.subscriber!.next(value);
+  }
+
+  failed(err: unknown): void {
+    this.finished = true;
+    this.events!.error(err);
+  }
+
+  completed(): void {
     const { raw, statusBefore } = this.start;
-    next.handle().subscribe({
-      next: (value) => {
-        if (isStream(value) && !events.stream()) return;
-        this.last = value;
-        subscriber.next(value);
-      },
-      error: (err: unknown) => {
-        this.finished = true;
-        events.error(err);
-      },
-      complete: () => {
-        this.finished = true;
-        // Once the response has gone out (an outer answer), the handler's part of it is unknown.
-        this.status = raw.headersSent ? statusBefore : raw.statusCode;
-        this.headers = raw.headersSent ? {} : headersOf(this.start);
-        // Written to Node's response past the reply (by the handler, or a timeout): the hook never sees it.
-        if (this.byHook && raw.headersSent) this.detach(LOGS.answeredOutside);
-        events.complete();
-      },
-    });
+    this.finished = true;
+    // Once the response has gone out (an outer answer), the handler's part of it is unknown.
+    this.status = raw.headersSent ? statusBefore : raw.statusCode;
+    this.headers = raw.headersSent ? {} : headersOf(this.start);
+    // Written to Node's response past the reply (by the handler, or a timeout): the hook never sees it.
+    if (this.byHook && raw.headersSent) this.detach(LOGS.answeredOutside);
+    this.events!.complete();
   }
 
   /**
@@ -173,7 +184,27 @@ export class HandlerRun {
    * client goes away, and an outer timeout unsubscribes. The handler's side effects may have happened
    * already, so it is not cancelled: it finishes, and its result is what a retry gets.
    */
-  readonly teardown = (): void => {
+  unsubscribe(): void {
     if (!this.finished) this.detach(LOGS.abandoned);
-  };
+  }
+}
+
+/**
+ * The handler's notifications, handed to the run. It keeps no state of its own, so it works with
+ * whatever `this` rxjs calls it (its deprecated next context calls a copy).
+ */
+class HandlerObserver implements Observer<unknown> {
+  constructor(private readonly run: HandlerRun) {}
+
+  next(value: unknown): void {
+    this.run.emitted(value);
+  }
+
+  error(err: unknown): void {
+    this.run.failed(err);
+  }
+
+  complete(): void {
+    this.run.completed();
+  }
 }
