@@ -53,6 +53,7 @@ import '../e2e/request-scope.e2e.spec.js';
 import '../e2e/registrations.e2e.spec.js';
 import '../e2e/contexts.e2e.spec.js';
 import '../e2e/compression.e2e.spec.js';
+import '../e2e/reply-recorder.e2e.spec.js';
 import '../e2e/inbox.e2e.spec.js';
 import '../e2e/messages.e2e.spec.js';
 import '../e2e/rabbitmq.e2e.spec.js';
