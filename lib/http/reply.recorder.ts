@@ -58,28 +58,36 @@ function sendInstead(reply: RecordedReply, response: StoredResponse, before: Hea
 /**
  * Fastify's `onSend` hook, added once per application: it sees the serialised payload, status and
  * headers after every other `onSend` hook added before it (compression included), and Fastify
- * writes nothing until it calls `done`, so the record is stored before the client can retry and
- * `onEnd` can still replace the whole response. A reply not being recorded passes at once.
+ * writes nothing until it goes on, so the record is stored before the client can retry and `onEnd`
+ * can still replace the whole reply. A reply not being recorded passes at once.
  */
-export function recordOnSend(this: unknown, _request: unknown, reply: RecordedReply, payload: unknown, done: Done): void {
+export function recordOnSend(
+  this: unknown,
+  _request: unknown,
+  reply: RecordedReply,
+  payload: unknown,
+  done: Done,
+): Promise<unknown> | undefined {
   const recording = reply[RECORDING];
   if (!recording?.active) {
     done(null, payload);
-    return;
+    return undefined;
   }
   recording.active = false;
   if (isStream(payload)) {
     recording.hooks.onStream();
     done(null, payload);
-    return;
+    return undefined;
   }
   const { before } = recording;
   const headers: Record<string, string | string[]> = {};
   addHeaders(headers, reply.getHeaders() as Parameters<typeof addHeaders>[1], before);
   const response: StoredResponse = { status: reply.statusCode, headers, body: bodyOf(payload) };
-  recording.hooks.onEnd(response).then(
-    (instead) => done(null, instead && !reply.raw.headersSent ? sendInstead(reply, instead, before) : payload),
-    () => done(null, payload),
+  // Returned rather than handed to `done`: Fastify then catches what its writing throws (a reply
+  // that other code sent meanwhile), where an error thrown from `done` here would go unhandled.
+  return recording.hooks.onEnd(response).then(
+    (instead) => (instead && !reply.raw.headersSent ? sendInstead(reply, instead, before) : payload),
+    () => payload,
   );
 }
 

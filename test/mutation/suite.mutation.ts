@@ -17,6 +17,7 @@ import '../unit/message-key.reader.spec.js';
 import '../unit/graphql.runner.spec.js';
 import '../unit/store-value.codec.spec.js';
 import '../unit/response.recorder.spec.js';
+import '../unit/reply.recorder.spec.js';
 import '../unit/response.writer.spec.js';
 import '../unit/handler.run.spec.js';
 import '../unit/value.renderer.spec.js';
