@@ -86,7 +86,9 @@ const recordings = new WeakMap<ServerResponse, Recording>();
 const originals = new WeakMap<object, { writeHead: Method; write: Method; end: Method }>();
 
 function releaseHead(recording: Recording): void {
-  if (recording.heldHead) recording.writeHead.apply(recording.raw, recording.heldHead);
+  // Another writer (a timeout's answer) may have sent a head meanwhile: a second one would throw,
+  // from a promise callback, where nothing catches it.
+  if (recording.heldHead && !recording.raw.headersSent) recording.writeHead.apply(recording.raw, recording.heldHead);
   recording.heldHead = undefined;
 }
 

@@ -236,6 +236,18 @@ describe.each<Mode>(['by prototype', 'own methods'])('recordResponse, methods %s
       ]);
     });
 
+    it('drops the held head when another writer answered while onEnd was pending (Node would throw)', async () => {
+      let settle!: () => void;
+      const { res } = held(() => new Promise<void>((r) => (settle = r)));
+      res.raw.writeHead(201, { 'content-type': 'text/plain' });
+      res.raw.end('paid');
+      res.raw.writeHead(503); // a timeout middleware answers meanwhile
+      res.raw.end('timed out');
+      settle();
+      await tick();
+      expect(res.calls.filter((c) => c.method === 'writeHead')).toEqual([{ method: 'writeHead', args: [503] }]);
+    });
+
     it('sends the response onEnd resolves to instead: only the headers set before the handler stay', async () => {
       const instead: StoredResponse = { status: 503, headers: { 'retry-after': '1' }, body: Buffer.from('{"error":"no"}') };
       const { res } = held(() => Promise.resolve(instead));
