@@ -136,11 +136,10 @@ function recordEnd(recording: Recording, raw: ServerResponse, chunk: unknown, en
  * those not being recorded go straight on to the methods the prototype had.
  */
 function standInsFor(base: object): { writeHead: Method; write: Method; end: Method } {
-  let own = originals.get(base);
-  if (own) return own;
+  const known = originals.get(base);
+  if (known) return known;
   const proto = base as Record<'writeHead' | 'write' | 'end', Method>;
   const before = { writeHead: proto.writeHead, write: proto.write, end: proto.end };
-  own = before;
   const method = (value: unknown) => ({ value, writable: true, configurable: true });
   Object.defineProperties(base, {
     writeHead: method(function (this: ServerResponse, ...args: unknown[]): unknown {
@@ -156,8 +155,8 @@ function standInsFor(base: object): { writeHead: Method; write: Method; end: Met
       return recording ? recordEnd(recording, this, args[0], args[1], args[2]) : before.end.apply(this, args);
     }),
   });
-  originals.set(base, own);
-  return own;
+  originals.set(base, before);
+  return before;
 }
 
 /**
