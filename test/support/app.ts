@@ -16,7 +16,8 @@ export const ADAPTERS: AdapterName[] = (process.env.TEST_ADAPTERS?.split(',') as
 export interface StartOptions {
   /** Node's header size limit for the server (Node's default, 16 KiB, answers 431 itself above it). */
   maxHeaderSize?: number;
-  configure?: (app: INestApplication) => void;
+  /** Runs before `init()`; awaited (a Fastify plugin registered with `await app.register()` is loaded then). */
+  configure?: (app: INestApplication) => unknown;
   /** Nest's `rawBody` application option: the body's bytes kept as `req.rawBody`. */
   rawBody?: boolean;
 }
@@ -38,7 +39,7 @@ export async function startApp(
           ),
           { logger: false, rawBody },
         );
-  options.configure?.(app);
+  await options.configure?.(app);
   await app.init();
   if (adapter === 'fastify') await (app as NestFastifyApplication).getHttpAdapter().getInstance().ready();
   if (adapter === 'express' && maxHeaderSize) {
