@@ -1,5 +1,15 @@
 import { describe, expect, it } from '@jest/globals';
-import { Controller, Post, Res } from '@nestjs/common';
+import {
+  type CallHandler,
+  Controller,
+  type ExecutionContext,
+  Injectable,
+  type NestInterceptor,
+  Post,
+  Res,
+  UseInterceptors,
+} from '@nestjs/common';
+import { mergeMap, throwError } from 'rxjs';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import Fastify from 'fastify';
 import type { ServerResponse } from 'node:http';
@@ -39,6 +49,36 @@ class PayController {
     raw.end('sent by hand');
     await sleep(20);
     return { id: 'pay-2' };
+  }
+}
+
+/** Outside the module's interceptor: fails a request that asks for it after its handler succeeded. */
+@Injectable()
+class FailAfterSuccess implements NestInterceptor {
+  intercept(context: ExecutionContext, next: CallHandler) {
+    const fail = context.switchToHttp().getRequest<{ headers: Record<string, string> }>().headers['x-fail'] === '1';
+    return fail ? next.handle().pipe(mergeMap(() => throwError(() => new Error('audit failed')))) : next.handle();
+  }
+}
+
+@Controller('audited')
+@UseInterceptors(FailAfterSuccess)
+class AuditedController {
+  constructor(private readonly runs: Runs) {}
+
+  @Post()
+  @Idempotent()
+  create(
+    @Res({ passthrough: true })
+    res: {
+      header?: (n: string, v: string) => unknown;
+      setHeader?: (n: string, v: string) => unknown;
+    },
+  ) {
+    this.runs.hit('audited');
+    if (res.header) res.header('x-charge', 'ch_3');
+    else res.setHeader!('x-charge', 'ch_3');
+    return { id: 'pay-3' };
   }
 }
 
@@ -116,5 +156,27 @@ describe.each(ADAPTERS)('a handler that writes Node’s response itself (%s)', (
     expect(retry.headers.get('idempotent-replayed')).toBe('true');
     expect(await retry.json()).toEqual({ id: 'pay-2' });
     expect(app.get(Runs).of('by-hand')).toBe(1);
+  });
+});
+
+describe.each(ADAPTERS)('an outer layer that fails after the handler succeeded (%s)', (adapter) => {
+  const start = useApps();
+
+  it("stores the handler's own result with the headers it set, not the error: the retry gets them", async () => {
+    const app = await start(adapter, {
+      imports: [IdempotencyModule.forRoot()],
+      controllers: [AuditedController],
+      providers: [Runs, FailAfterSuccess],
+    });
+    const base = await listen(app);
+    const headers = { 'idempotency-key': 'k4' };
+    const first = await fetch(`${base}/audited`, { method: 'POST', headers: { ...headers, 'x-fail': '1' } });
+    expect(first.status).toBe(500);
+    const retry = await fetch(`${base}/audited`, { method: 'POST', headers });
+    expect(retry.status).toBe(201);
+    expect(retry.headers.get('idempotent-replayed')).toBe('true');
+    expect(retry.headers.get('x-charge')).toBe('ch_3');
+    expect(await retry.json()).toEqual({ id: 'pay-3' });
+    expect(app.get(Runs).of('audited')).toBe(1);
   });
 });
