@@ -360,6 +360,26 @@ describe('recordResponse, how it stands in for the methods', () => {
     ]);
   });
 
+  it('an own-method stand-in kept and called after its recording stopped passes through, recording nothing', async () => {
+    const res = fakeResponse('own methods');
+    const stored: StoredResponse[] = [];
+    const onStream = jest.fn();
+    const recording = recordResponse(res.raw, {}, { onEnd: (r) => (stored.push(r), Promise.resolve()), onStream });
+    const [writeHead, write, end] = [res.raw.writeHead, res.raw.write, res.raw.end] as ((...a: unknown[]) => unknown)[];
+    recording.stop();
+    writeHead.call(res.raw, 202);
+    write.call(res.raw, 'a');
+    end.call(res.raw, 'b');
+    await tick();
+    expect(stored).toEqual([]);
+    expect(onStream).not.toHaveBeenCalled();
+    expect(res.calls.map((c) => [c.method, c.args[0]])).toEqual([
+      ['writeHead', 202],
+      ['write', 'a'],
+      ['end', 'b'],
+    ]);
+  });
+
   it("gives a response still on Node's own prototype (Fastify's) own methods, and puts them back", async () => {
     const res = new ServerResponse(new IncomingMessage(new Socket()));
     const stored: StoredResponse[] = [];
