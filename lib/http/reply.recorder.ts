@@ -42,9 +42,8 @@ function isStream(payload: unknown): boolean {
 
 function bodyOf(payload: unknown): Buffer {
   if (payload === undefined || payload === null) return EMPTY;
-  if (Buffer.isBuffer(payload)) return payload;
-  if (payload instanceof Uint8Array) return Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength);
-  return Buffer.from(String(payload as string));
+  // What reaches onSend is a string or a Buffer (Fastify turns a typed array into a Buffer first).
+  return Buffer.isBuffer(payload) ? payload : Buffer.from(String(payload as string));
 }
 
 /** Puts `response` on the reply in place of what the handler produced; headers set since `before` go. */

@@ -30,7 +30,8 @@ async function post(fastify: FastifyInstance) {
   if (!fastify.server.listening) await fastify.listen({ port: 0, host: '127.0.0.1' });
   const { port } = fastify.server.address() as { port: number };
   const res = await fetch(`http://127.0.0.1:${port}/`, { method: 'POST' });
-  return { statusCode: res.status, headers: Object.fromEntries(res.headers), body: await res.text() };
+  const bytes = Buffer.from(await res.arrayBuffer());
+  return { statusCode: res.status, headers: Object.fromEntries(res.headers), bytes, body: bytes.toString() };
 }
 afterEach(async () => {
   await Promise.all(apps.splice(0).map((a) => a.close()));
@@ -70,18 +71,22 @@ describe('recordReply (Fastify onSend)', () => {
     expect(written).toBe(true);
   });
 
-  it('takes a Buffer, a Uint8Array view and no payload as they are', async () => {
+  it('takes a Buffer (byte for byte, not as text), a Uint8Array view and no payload as they are', async () => {
     const view = new Uint8Array(Buffer.from('xxabcxx')).subarray(2, 5);
+    const binary = Buffer.from([0xff, 0x00, 0xfe]); // not UTF-8
     for (const [payload, body] of [
-      [Buffer.from('buf'), 'buf'],
-      [view, 'abc'],
-      [undefined, ''],
+      [binary, binary],
+      [view, Buffer.from('abc')],
+      [undefined, Buffer.alloc(0)],
     ] as const) {
       const h = hooks();
-      const fastify = await app((reply) => reply.code(200).send(payload), h.hooks);
+      const fastify = await app(
+        (reply) => reply.code(200).header('content-type', 'application/octet-stream').send(payload),
+        h.hooks,
+      );
       const res = await post(fastify);
-      expect(res.body).toBe(body);
-      expect(h.stored.map((r) => r.body.toString())).toEqual([body]);
+      expect(res.bytes).toEqual(body);
+      expect(h.stored.map((r) => r.body)).toEqual([body]);
     }
   });
 
