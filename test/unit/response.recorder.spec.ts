@@ -236,6 +236,15 @@ describe.each<Mode>(['by prototype', 'own methods'])('recordResponse, methods %s
       ]);
     });
 
+    it('holds no head once stopped: a later writeHead goes out at once', () => {
+      const res = fakeResponse(mode);
+      const recording = recordResponse(res.raw, {}, { onEnd: () => Promise.resolve(), onStream: () => undefined }, true);
+      const writeHead = res.raw.writeHead as (...a: unknown[]) => unknown; // an own-method stand-in stays callable
+      recording.stop();
+      writeHead.call(res.raw, 500);
+      expect(res.calls).toEqual([{ method: 'writeHead', args: [500] }]);
+    });
+
     it('drops the held head when another writer answered while onEnd was pending (Node would throw)', async () => {
       let settle!: () => void;
       const { res } = held(() => new Promise<void>((r) => (settle = r)));
