@@ -34,6 +34,10 @@ export const DEFAULT_TTL_MS = 86_400_000;
 export const DEFAULT_LEASE_MS = 60_000;
 /** The fixed lease of a transactional route. */
 export const DEFAULT_TRANSACTION_TIMEOUT_MS = 30_000;
+/** How long a duplicate waits with `inFlight: 'wait'`. */
+export const DEFAULT_WAIT_MS = 5_000;
+/** Duplicates waiting at once per process with `inFlight: 'wait'`. */
+export const DEFAULT_MAX_WAITERS = 1_000;
 /** How long a claim is renewed for a handler that has not finished (10 min, or `leaseMs` when longer). */
 export const DEFAULT_MAX_HOLD_MS = 600_000;
 /** The longest delay Node's timers can wait (2^31 - 1 ms, about 24.8 days); past it they fire after 1 ms. */

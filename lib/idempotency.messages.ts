@@ -12,7 +12,6 @@ export const MESSAGES = {
   inFlight: (header: string) => `${header} in-flight; retry shortly`,
   messageKey:
     'the message has no idempotency key: give it a message id (RabbitMQ messageId, NATS Nats-Msg-Id) or data.idempotencyKey, or read it with keyFrom',
-  /** What a message's sender reads instead of the HTTP sentences that name the header. */
   messageInFlight: 'a message with this key is being processed; send it again shortly',
   messageReused: 'this key was already used for a message with other data',
   argumentKey: 'the mutation has no idempotency key in the argument its keyFrom reads',
@@ -30,7 +29,6 @@ export const MESSAGES = {
   transactionTimedOut: (header: string) =>
     `the request ran past its transaction timeout and was rolled back; another request with this ${header} may be running, retry shortly`,
   notCommitted: 'the request could not be committed; retry shortly with the same key',
-  /** What `keyViolation` calls an identity scope in `tooLong` and `forbiddenChar`. */
   scope: 'identity scope',
 } as const;
 
@@ -130,6 +128,9 @@ export const LOGS = {
   postgresIdleError: (reason: string) => `an idle PostgreSQL connection failed; the pool replaces it: ${reason}`,
   sweepFailed: (reason: string) => `sweeping expired idempotency rows failed; the next sweep tries again: ${reason}`,
   redisUp: 'Redis reachable again',
+  listenFailed: (reason: string) => `waiting duplicates are woken by this process only (the store's listener failed): ${reason}`,
+  listening: 'waiting duplicates are woken by every process again (the store listens)',
+  announceFailed: (reason: string) => `a settled key was not announced (waiters elsewhere wait out waitMs): ${reason}`,
   swaggerFailed: (reason: string) =>
     `@nestjs/swagger is installed but could not be loaded, so @Idempotent() routes are not documented in OpenAPI: ${reason}`,
   openTelemetryFailed: (reason: string) =>
@@ -193,10 +194,8 @@ export const CONFIG_ERRORS = {
   keyPrefix: 'keyPrefix must be a string without control characters or spaces',
   integer: (name: string, min: number, max: number, got: unknown) =>
     `${name} must be an integer from ${min} to ${max}, got ${shown(got)}`,
-  errorFormat: (got: unknown) => `errorFormat must be 'json' or 'problem+json', got ${String(got)}`,
   problemTypeBaseUrl:
     'problemTypeBaseUrl must be an absolute URI prefix (scheme first, no white space), e.g. https://api.example.com/problems/',
-  replayFlag: (got: unknown) => `replayFlag must be 'header', 'body' or 'header-and-body', got ${String(got)}`,
   replayedHeader: 'replayedHeader must be a header name (an HTTP token) or false',
   errorBody: 'errorBody must be a function ({ status, code, message }) => body',
   encryption: 'encryption must be { keys: { <id>: <32-byte Buffer> }, current: <id> }',
@@ -207,7 +206,8 @@ export const CONFIG_ERRORS = {
   events: 'events must be a function (event) => void or an injectable class with onIdempotencyEvent(event)',
   boolean: (name: string, got: unknown) => `${name} must be true or false, got ${shown(got)}`,
   fingerprint: (got: unknown) => `fingerprint must be 'canonical', 'raw' or a function (req) => value, got ${String(got)}`,
-  missingHeader: (got: unknown, name = 'missingHeader') => `${name} must be 'reject' or 'pass-through', got ${String(got)}`,
+  oneOf: (name: string, allowed: readonly string[], got: unknown) =>
+    `${name} must be '${allowed.slice(0, -1).join("', '")}' or '${allowed.at(-1)}', got ${String(got)}`,
   identity: 'identity must be a function (req) => string or an injectable resolver class',
   unknownOption: (key: string, near: string | undefined, valid: readonly string[]) =>
     `unknown option ${JSON.stringify(key)}${near ? ` (did you mean ${near}?)` : ''}; valid: ${valid.join(', ')}`,

@@ -25,6 +25,8 @@ import { IdempotencyExceptionFilter } from './idempotency.filter.js';
 import { IdempotencyInterceptor } from './idempotency.interceptor.js';
 import { CONFIG_ERRORS } from './idempotency.messages.js';
 import { IdempotencyService } from './idempotency.service.js';
+import { KeyClaimer } from './key.claimer.js';
+import { DuplicateWaiters } from './waiting/duplicate.waiters.js';
 import { IdentityResolverLoader } from './identity-resolver.loader.js';
 import { RecordBuilder } from './record.builder.js';
 import { RecordCommitter } from './record.committer.js';
@@ -87,6 +89,8 @@ const PROVIDERS = [
   IdempotencyHealthIndicator,
   IdempotencyObserver,
   OutcomeReporter,
+  DuplicateWaiters,
+  KeyClaimer,
   IdempotencyService,
   RouteOptionsRegistry,
   IdentityResolverLoader,

@@ -3,7 +3,6 @@ import { randomUUID } from 'node:crypto';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
 import { LOGS, MESSAGES } from './idempotency.messages.js';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
-import { IdempotentReplay } from './exceptions/idempotent-replay.exception.js';
 import { IdempotencyObserver } from './events/idempotency.observer.js';
 import { OutcomeReporter } from './events/outcome.reporter.js';
 import { readKey } from './idempotency-key.reader.js';
@@ -15,23 +14,16 @@ import type { StoredResponse } from './interfaces/stored-response.interface.js';
 import { RecordBuilder } from './record.builder.js';
 import { RecordCommitter } from './record.committer.js';
 import { storeKey } from './utils/key.util.js';
+import { DuplicateWaiters } from './waiting/duplicate.waiters.js';
+import { KeyClaimer, type Seen } from './key.claimer.js';
 
-/** What {@link IdempotencyService.begin} learns on the way that an outcome needs. */
-interface Seen {
-  key: string | undefined;
-  storeMs: number;
-}
 /** Written to, never read: nothing observes outcomes. */
 const UNOBSERVED: Seen = { key: undefined, storeMs: 0 };
 
-/** First pause before a claim that failed is released again; it doubles after each failure. */
-const ABANDON_RETRY_MS = 100;
-
 /**
  * The idempotency protocol: one store round trip to claim the key (or to learn that it is in flight,
- * reused, or done and to be replayed), one to commit the response or release the key, and the
- * clean-up of a claim whose fate is unknown. The key, the scope, the fingerprint and the record each
- * come from a helper of their own.
+ * reused, or done and to be replayed), one to commit the response or release the key. The key, the
+ * scope, the fingerprint, the claim and the record each come from a helper of their own.
  */
 @Injectable()
 export class IdempotencyService {
@@ -43,12 +35,14 @@ export class IdempotencyService {
     private readonly records: RecordBuilder,
     private readonly reporter: OutcomeReporter,
     private readonly committer: RecordCommitter,
+    private readonly claimer: KeyClaimer,
+    private readonly waiters: DuplicateWaiters,
   ) {}
 
   /**
    * Claims the request's key. Returns the claim, or `undefined` when the request has no key and the
    * route passes such requests through. Throws an {@link IdempotencyException} (400, 409, 415, 422,
-   * 500, 503) or an {@link IdempotentReplay} carrying the stored response.
+   * 500, 503) or an `IdempotentReplay` carrying the stored response.
    */
   begin(call: IdempotencyContext, route: ResolvedRouteOptions): Promise<ActiveClaim | undefined> {
     if (!this.observer.enabled) return this.decide(call, route, UNOBSERVED);
@@ -66,7 +60,7 @@ export class IdempotencyService {
   }
 
   private async decide(call: IdempotencyContext, route: ResolvedRouteOptions, seen: Seen): Promise<ActiveClaim | undefined> {
-    const { headerName, keyPrefix, store } = this.options;
+    const { headerName, keyPrefix } = this.options;
     const key = readKey(call.sentKey(headerName), this.options);
     if (key === undefined) {
       if (route.missingHeader === 'pass-through') return undefined;
@@ -91,39 +85,9 @@ export class IdempotencyService {
       claimedAt: Date.now(),
       method: call.method,
       storeMs: 0,
+      onSettled: route.waitMs > 0 ? this.waiters.settled : undefined,
     };
-    let outcome;
-    const startedAt = this.observer.now();
-    try {
-      outcome = await store.claim(claim.storeKey, { owner: claim.owner, fingerprint, leaseMs: route.leaseMs });
-    } catch (err) {
-      seen.storeMs = this.observer.stored('claim', startedAt, err);
-      // Fail closed: without the store there is no telling whether this key already ran.
-      this.logger.error(LOGS.claimFailed(route.id, (err as Error).message));
-      this.releaseWhenAnswered(claim);
-      throw IdempotencyException.of('store-unavailable', MESSAGES.unavailable);
-    }
-    claim.storeMs = seen.storeMs = this.observer.stored('claim', startedAt);
-    switch (outcome.state) {
-      case 'claimed':
-        // On the span now, while it is open for sure: a first run's end (released, not-stored) replaces it if it still is.
-        this.observer.mark('executed');
-        return claim;
-      case 'in-flight':
-        if (!call.matches(outcome.fingerprint, fingerprint, route))
-          throw IdempotencyException.of('key-reused', MESSAGES.reused(headerName));
-        throw IdempotencyException.of('key-in-flight', MESSAGES.inFlight(headerName));
-      case 'completed':
-        if (!call.matches(outcome.record.fingerprint, fingerprint, route)) {
-          // A sealed record's fingerprint is authenticated with it: one altered in the store is
-          // unreadable (503), not a reused key (422).
-          if (outcome.record.sealed) this.records.response(claim.storeKey, outcome.record, route);
-          throw IdempotencyException.of('key-reused', MESSAGES.reused(headerName));
-        }
-        throw new IdempotentReplay(this.records.response(claim.storeKey, outcome.record, route));
-      case 'unreadable':
-        throw this.records.unreadable(route, outcome.reason);
-    }
+    return this.claimer.claim(call, route, claim, seen);
   }
 
   /** The answer to a request with a key while the application shuts down: its client retries elsewhere. */
@@ -158,21 +122,5 @@ export class IdempotencyService {
     }
     claim.storeMs += this.observer.stored('release', startedAt, failed);
     this.reporter.settled(claim, outcome, answer);
-  }
-
-  /**
-   * A claim whose outcome is unknown (the command timed out) may still land in the store later and
-   * block the key for a whole lease. Release it, fenced by its owner, as soon as the store answers:
-   * retried with a doubling pause until it is answered or the lease would have run out anyway.
-   */
-  private releaseWhenAnswered(claim: ActiveClaim): void {
-    const { store } = this.options;
-    const attempt = (pause: number): void => {
-      store.release(claim.storeKey, claim.owner).catch(() => {
-        if (Date.now() + pause - claim.claimedAt > claim.leaseMs) return;
-        setTimeout(attempt, pause, pause * 2).unref();
-      });
-    };
-    attempt(ABANDON_RETRY_MS);
   }
 }

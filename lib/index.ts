@@ -27,6 +27,7 @@ export type {
   FingerprintMode,
   IdempotentOptions,
   MessageKeyFunction,
+  InFlightPolicy,
   MissingHeaderPolicy,
   ReplayFlag,
 } from './interfaces/idempotent-options.interface.js';

@@ -34,8 +34,13 @@ export class OutcomeReporter {
     }
   }
 
-  /** What a claimed request came to, with the status and code of the module's answer when it gave one. */
+  /**
+   * What a claimed request came to, with the status and code of the module's answer when it gave one;
+   * and duplicates waiting for its key are woken.
+   */
   settled(claim: ActiveClaim, outcome: IdempotencyOutcome, answer?: number | IdempotencyException): void {
+    // Every claim's fate passes here once, after its commit or release: the moment its waiters look again.
+    claim.onSettled?.(claim.storeKey);
     if (!this.observer.enabled) return;
     const status = typeof answer === 'number' ? answer : answer?.getStatus();
     const { route, method, storeMs, key } = claim;

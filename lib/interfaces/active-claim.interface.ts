@@ -17,6 +17,8 @@ export interface ActiveClaim {
   readonly claimedAt: number;
   /** The request's HTTP method, for events; `undefined` outside HTTP. */
   readonly method: string | undefined;
+  /** Wakes duplicates waiting for the key (`inFlight: 'wait'`) once it is committed or released. */
+  readonly onSettled?: (storeKey: string) => void;
   /** A commit or release is under way: a renewal that finds the claim gone is no loss. */
   settling?: boolean;
   /** A renewal found the claim gone while the handler ran: another request may hold the key now. */

@@ -4,7 +4,13 @@ import type { IdempotencyEncryption } from './idempotency-encryption.interface.j
 import type { IdempotencyEventsOption } from './idempotency-event.interface.js';
 import type { IdempotencyStore } from './idempotency-store.interface.js';
 import type { IdempotencyTransactions } from './idempotency-transactions.interface.js';
-import type { ErrorFormat, FingerprintMode, MissingHeaderPolicy, ReplayFlag } from './idempotent-options.interface.js';
+import type {
+  ErrorFormat,
+  FingerprintMode,
+  InFlightPolicy,
+  MissingHeaderPolicy,
+  ReplayFlag,
+} from './idempotent-options.interface.js';
 import type { IdempotencyIdentity } from './identity-resolver.interface.js';
 
 /** Options of `IdempotencyModule`. Every one is optional. */
@@ -122,6 +128,17 @@ export interface IdempotencyModuleOptions {
    * transaction rolls back and the client gets 409. Default 30 000; from 3 to 2 147 483 647.
    */
   transactionTimeoutMs?: number;
+  /**
+   * What a duplicate of a request still running gets. `'conflict'` (default): 409 at once, and the
+   * client retries. `'wait'`: it waits up to `waitMs` and is woken when the first settles: the replay,
+   * or the handler's run if the first released the key, or 409 when the wait runs out. See the README,
+   * "Duplicates that wait". HTTP routes and GraphQL mutations; message handlers always refuse.
+   */
+  inFlight?: InFlightPolicy;
+  /** With `inFlight: 'wait'`: the longest a duplicate waits, in ms. Default 5 000; from 1 to 2 147 483 647. */
+  waitMs?: number;
+  /** With `inFlight: 'wait'`: duplicates waiting at once in this process; one more gets 409 at once. Default 1 000. */
+  maxWaiters?: number;
 }
 
 /** `forRoot()` argument: the options plus how the module is registered. */

@@ -107,6 +107,18 @@ export interface IdempotencyStore {
    */
   completeIn?(sql: SqlExecutor, key: string, owner: string, record: IdempotencyRecord, ttlMs: number): Promise<boolean>;
   /**
+   * Tells every process listening ({@link listen}) that `key` settled: its claim was committed or
+   * released. Called for routes with `inFlight: 'wait'` only, after the commit or release.
+   */
+  announce?(key: string): Promise<void>;
+  /**
+   * Registers the one listener of this process for {@link announce}d keys, on one connection of its
+   * own whatever the number of waiters; resolves once announcements are heard. Called once, when a
+   * duplicate first waits. Without `listen` and `announce`, waiting duplicates are woken only by
+   * requests of their own process; others are found when their wait runs out (one last look).
+   */
+  listen?(listener: (key: string) => void): Promise<void>;
+  /**
    * Prepares what the store needs (a connection, its schema); called once when the module initialises.
    * A rejection fails the application's start. Without it, a store prepares itself on first use.
    */

@@ -17,6 +17,10 @@ export interface IdempotentOptions {
   transactional?: boolean;
   /** How this route fingerprints request bodies, replacing the module's `fingerprint`. */
   fingerprint?: FingerprintMode;
+  /** What a duplicate of this route's request still running gets, replacing the module's `inFlight`. */
+  inFlight?: InFlightPolicy;
+  /** With `inFlight: 'wait'`: the longest this route's duplicates wait, in ms, replacing the module's `waitMs`. */
+  waitMs?: number;
   /**
    * Message handlers (`@MessagePattern()`, `@EventPattern()`): reads the message's id, the key, from
    * its data and context. Default: the transport's message id (RabbitMQ `properties.messageId`, NATS
@@ -80,6 +84,12 @@ export type ReplayFlag = 'header' | 'body' | 'header-and-body';
 
 /** The body of the module's own errors: `{"error": "…"}`, or RFC 9457 problem details. */
 export type ErrorFormat = 'json' | 'problem+json';
+
+/**
+ * `'conflict'`: a duplicate of a request still running gets 409 at once. `'wait'`: it waits (up to
+ * `waitMs`) for the first to settle, woken by the store's notification, and gets the replay.
+ */
+export type InFlightPolicy = 'conflict' | 'wait';
 
 /** `'reject'`: answer 400. `'pass-through'`: run the handler without deduplication, store nothing. */
 export type MissingHeaderPolicy = 'reject' | 'pass-through';

@@ -6,6 +6,7 @@ import type { IdempotencyTransactions } from './idempotency-transactions.interfa
 import type {
   ErrorFormat,
   FingerprintMode,
+  InFlightPolicy,
   MessageKeyFunction,
   MissingHeaderPolicy,
   ReplayFlag,
@@ -44,6 +45,9 @@ export interface ResolvedIdempotencyOptions {
   readonly identity: IdempotencyIdentity | undefined;
   readonly transactions: IdempotencyTransactions | undefined;
   readonly transactionTimeoutMs: number;
+  readonly inFlight: InFlightPolicy;
+  readonly waitMs: number;
+  readonly maxWaiters: number;
 }
 
 /** The options one route runs with: the module's, overridden by its `@Idempotent()` options. */
@@ -58,6 +62,8 @@ export interface ResolvedRouteOptions {
   readonly identity: IdempotencyIdentity | undefined;
   /** Whether the handler runs in the `transactions` port's transaction, its record committed inside it. */
   readonly transactional: boolean;
+  /** How long a duplicate of a request in flight waits for it to settle, in ms; `0`: 409 at once (`inFlight: 'conflict'`). */
+  readonly waitMs: number;
   /** The claim's lease: `leaseMs` (renewed), or `transactionTimeoutMs` (fixed) on a transactional route. */
   readonly leaseMs: number;
   /**

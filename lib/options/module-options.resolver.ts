@@ -3,6 +3,7 @@ import {
   DEFAULT_HEADER_NAME,
   DEFAULT_KEY_PREFIX,
   DEFAULT_LEASE_MS,
+  DEFAULT_MAX_WAITERS,
   DEFAULT_MAX_HOLD_MS,
   DEFAULT_MAX_KEY_LENGTH,
   DEFAULT_MAX_RESPONSE_BYTES,
@@ -10,6 +11,7 @@ import {
   DEFAULT_MAX_SCOPE_LENGTH,
   DEFAULT_TRANSACTION_TIMEOUT_MS,
   DEFAULT_TTL_MS,
+  DEFAULT_WAIT_MS,
   MAX_TIMER_MS,
   MAX_TTL_MS,
   REPLAYED_HEADER,
@@ -27,6 +29,7 @@ import {
   fail,
   fingerprintMode,
   identityOption,
+  inFlightPolicy,
   integerIn,
   missingHeaderPolicy,
   problemTypeBaseUrl,
@@ -65,6 +68,9 @@ const MODULE_KEYS = [
   'identity',
   'transactions',
   'transactionTimeoutMs',
+  'inFlight',
+  'waitMs',
+  'maxWaiters',
 ] as const;
 
 /**
@@ -151,5 +157,8 @@ export function resolveModuleOptions(
       3,
       MAX_TIMER_MS,
     ),
+    inFlight: inFlightPolicy(where, options.inFlight, 'conflict'),
+    waitMs: integerIn(where, 'waitMs', options.waitMs, DEFAULT_WAIT_MS, 1, MAX_TIMER_MS),
+    maxWaiters: integerIn(where, 'maxWaiters', options.maxWaiters, DEFAULT_MAX_WAITERS, 1, 1_000_000),
   };
 }

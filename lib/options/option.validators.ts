@@ -5,6 +5,7 @@ import type { IdempotencyEncryption, ResolvedEncryption } from '../interfaces/id
 import type {
   ErrorFormat,
   FingerprintMode,
+  InFlightPolicy,
   MissingHeaderPolicy,
   ReplayFlag,
 } from '../interfaces/idempotent-options.interface.js';
@@ -83,9 +84,18 @@ export function missingHeaderPolicy(
   fallback: MissingHeaderPolicy,
   name?: string,
 ): MissingHeaderPolicy {
+  return oneOf(where, name ?? 'missingHeader', value, ['reject', 'pass-through'], fallback);
+}
+
+/** One of `allowed`, or `fallback` when not given. */
+function oneOf<T extends string>(where: string, name: string, value: unknown, allowed: readonly T[], fallback: T): T {
   if (value === undefined) return fallback;
-  if (value !== 'reject' && value !== 'pass-through') fail(where, CONFIG_ERRORS.missingHeader(value, name));
-  return value;
+  if (!allowed.includes(value as T)) fail(where, CONFIG_ERRORS.oneOf(name, allowed, value));
+  return value as T;
+}
+
+export function inFlightPolicy(where: string, value: unknown, fallback: InFlightPolicy): InFlightPolicy {
+  return oneOf(where, 'inFlight', value, ['conflict', 'wait'], fallback);
 }
 
 export function fingerprintMode(where: string, value: unknown, fallback: FingerprintMode): FingerprintMode {
@@ -95,9 +105,7 @@ export function fingerprintMode(where: string, value: unknown, fallback: Fingerp
 }
 
 export function errorFormat(where: string, value: unknown): ErrorFormat {
-  if (value === undefined) return 'json';
-  if (value !== 'json' && value !== 'problem+json') fail(where, CONFIG_ERRORS.errorFormat(value));
-  return value;
+  return oneOf(where, 'errorFormat', value, ['json', 'problem+json'], 'json');
 }
 
 // A URI scheme and no white space or control character: what RFC 3986 needs of an absolute URI's start.
@@ -111,9 +119,7 @@ export function problemTypeBaseUrl(where: string, value: unknown): string {
 }
 
 export function replayFlag(where: string, value: unknown): ReplayFlag {
-  if (value === undefined) return 'header';
-  if (value !== 'header' && value !== 'body' && value !== 'header-and-body') fail(where, CONFIG_ERRORS.replayFlag(value));
-  return value;
+  return oneOf(where, 'replayFlag', value, ['header', 'body', 'header-and-body'], 'header');
 }
 
 export function errorBodyOption(where: string, value: unknown): IdempotencyErrorBody | undefined {

@@ -1,9 +1,17 @@
-import { DEFAULT_MAX_ATTEMPTS, MAX_TTL_MS } from '../idempotency.constants.js';
+import { DEFAULT_MAX_ATTEMPTS, MAX_TIMER_MS, MAX_TTL_MS } from '../idempotency.constants.js';
 import { CONFIG_ERRORS } from '../idempotency.messages.js';
 import type { IdempotentOptions } from '../interfaces/idempotent-options.interface.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from '../interfaces/resolved-options.interface.js';
 import { CANONICAL_TAG, functionTag, RAW_TAG } from '../utils/fingerprint-tag.util.js';
-import { fail, fingerprintMode, identityOption, integerIn, missingHeaderPolicy, refuseUnknownKeys } from './option.validators.js';
+import {
+  fail,
+  fingerprintMode,
+  identityOption,
+  inFlightPolicy,
+  integerIn,
+  missingHeaderPolicy,
+  refuseUnknownKeys,
+} from './option.validators.js';
 
 const ROUTE_KEYS = [
   'ttlMs',
@@ -15,6 +23,8 @@ const ROUTE_KEYS = [
   'missingKey',
   'ack',
   'maxAttempts',
+  'inFlight',
+  'waitMs',
 ] as const;
 /**
  * What a handler is: an HTTP route, a `@MessagePattern()` / `@EventPattern()` handler, or a GraphQL
@@ -33,6 +43,9 @@ const OWNERS: Readonly<Partial<Record<keyof IdempotentOptions, readonly RouteKin
   identity: ['http', 'graphql'],
   missingHeader: ['http', 'graphql'],
   fingerprint: ['http'],
+  // A message's duplicate is redelivered later by its broker; a consumer never blocks on it.
+  inFlight: ['http', 'graphql'],
+  waitMs: ['http', 'graphql'],
   keyFrom: ['message', 'graphql'],
   missingKey: ['message'],
   ack: ['message'],
@@ -75,10 +88,18 @@ export function resolveRouteOptions(
     // A message is in no caller's scope: the module's resolver reads HTTP requests.
     identity: message ? undefined : 'identity' in route ? identityOption(where, route.identity) : module.identity,
     transactional,
+    waitMs: message ? 0 : waitMs(where, route, module),
     leaseMs: transactional ? module.transactionTimeoutMs : module.leaseMs,
     ...(message && {
       message: { keyFrom, ack, maxAttempts: integerIn(where, 'maxAttempts', route.maxAttempts, DEFAULT_MAX_ATTEMPTS, 1, 1_000) },
     }),
     ...(kind === 'graphql' && { graphql: { keyFrom } }),
   };
+}
+
+/** How long the route's duplicates wait: `0` unless its `inFlight`, or the module's, is `'wait'`. */
+function waitMs(where: string, route: IdempotentOptions, module: ResolvedIdempotencyOptions): number {
+  const waits = inFlightPolicy(where, route.inFlight, module.inFlight) === 'wait';
+  const ms = integerIn(where, 'waitMs', route.waitMs, module.waitMs, 1, MAX_TIMER_MS);
+  return waits ? ms : 0;
 }

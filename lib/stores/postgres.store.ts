@@ -22,7 +22,8 @@ import { CLAIM_SUFFIX, derivedName, INLINE_RECORD_BYTES, postgresSchemaSql, type
 import { createPostgresSchema, verifyPostgresTable } from './postgres.verifier.js';
 import { NORMAL, PoolLanes, RENEWAL, URGENT, type Lane } from './pool.lanes.js';
 import { StatementNames } from './postgres.statement-names.js';
-import { SWEEP_BATCH, SWEEP_BATCHES } from './sql-store.options.js';
+import { sweepExpired } from './postgres.sweep.js';
+import { PostgresWakeups, SETTLED_CHANNEL } from './postgres.wakeups.js';
 import { LazyConnection } from './lazy.connection.js';
 import { SqlSweeper } from './sql.sweeper.js';
 import { held, type HeldRow } from './sql.rows.js';
@@ -53,6 +54,7 @@ export class PostgresStore implements IdempotencyStore {
   private readonly connection = new LazyConnection(() => this.connect());
   private owned = false;
   private lanes: PoolLanes | undefined;
+  private readonly wakeups: PostgresWakeups;
   /** Set when `preparedStatements`. */
   private readonly statementNames: StatementNames | undefined;
 
@@ -63,6 +65,7 @@ export class PostgresStore implements IdempotencyStore {
     this.readTimeoutMs = this.timeoutMs + SERVER_FIRST_MS;
     this.poolSize = resolved.poolSize;
     this.statementNames = resolved.preparedStatements ? new StatementNames() : undefined;
+    this.wakeups = new PostgresWakeups(options, this.logger);
     this.sweeper = new SqlSweeper(resolved.sweepIntervalMs, () => this.sweep(), this.logger);
   }
 
@@ -179,9 +182,10 @@ export class PostgresStore implements IdempotencyStore {
     return claims.map((c) => renewed.has(`${c.owner}\n${c.key}`));
   }
 
-  /** Stops the sweep; closes the pool only when this store created it. */
+  /** Stops the sweep and the LISTEN connection; closes the pool only when this store created it. */
   async close(): Promise<void> {
     this.sweeper.stop();
+    await this.wakeups.close();
     const ready = this.connection.take();
     if (!this.owned || !ready) return;
     const pool = await ready.catch(() => undefined);
@@ -189,20 +193,17 @@ export class PostgresStore implements IdempotencyStore {
   }
 
   /** Deletes expired rows in batches; `FOR UPDATE SKIP LOCKED` lets pods sweep at once without waiting. */
-  async sweep(): Promise<number> {
-    let deleted = 0;
-    for (let batch = 0; batch < SWEEP_BATCHES; batch++) {
-      const result = await this.query(
-        NORMAL,
-        `DELETE FROM ${this.qualified()} WHERE key IN (
-         SELECT key FROM ${this.qualified()} WHERE expires_at < clock_timestamp()
-         ORDER BY expires_at LIMIT ${SWEEP_BATCH} FOR UPDATE SKIP LOCKED)`,
-        [],
-      );
-      deleted += result.rowCount ?? 0;
-      if ((result.rowCount ?? 0) < SWEEP_BATCH) break;
-    }
-    return deleted;
+  sweep(): Promise<number> {
+    return sweepExpired((text) => this.query(NORMAL, text, []), this.qualified());
+  }
+
+  /** NOTIFY through the pool: every process's one LISTEN connection hears it (`inFlight: 'wait'`). */
+  async announce(key: string): Promise<void> {
+    await this.run(URGENT, `SELECT pg_notify('${SETTLED_CHANNEL}', $1)`, [key]);
+  }
+
+  listen(listener: (key: string) => void): Promise<void> {
+    return this.wakeups.listen(listener);
   }
 
   private qualified(suffix?: string): string {

@@ -9,6 +9,10 @@ export interface RedisClientLike {
   // `any`, as ioredis declares it: anything narrower would refuse real `Redis` and `Cluster` clients.
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   on(event: string, listener: (...args: any[]) => void): unknown;
+  /** For `inFlight: 'wait'`: announces a settled key. */
+  publish?(channel: string, message: string): Promise<unknown>;
+  /** For `inFlight: 'wait'`: a connection of the same kind and options, to subscribe on. */
+  duplicate?(): RedisClientLike;
 }
 
 /** Default bound on one Redis command, in ms: past it the request is answered 503. */

@@ -16,6 +16,7 @@ import { resolveRedisOptions } from './redis-options.resolver.js';
 import type { RedisClientLike, RedisStoreOptions } from './redis-store.options.js';
 import { SCRIPTS, type ScriptedClient } from './redis.scripts.js';
 import { withTimeout } from '../utils/timeout.util.js';
+import { RedisWakeups } from './redis.wakeups.js';
 
 class RedisTimeoutError extends Error {}
 
@@ -32,6 +33,7 @@ export class RedisStore implements IdempotencyStore {
   private readonly owned: boolean;
   private readonly timeoutMs: number;
   private corked = false;
+  private readonly wakeups = new RedisWakeups(() => this.client);
 
   constructor(options: RedisStoreOptions | RedisCacheOptions) {
     const { url, client, commandTimeoutMs, redisOptions } = resolveRedisOptions(options);
@@ -125,12 +127,22 @@ export class RedisStore implements IdempotencyStore {
     return (await this.bounded(client.nestjsIdempotencyForget(key))) === 1;
   }
 
+  /** PUBLISH on one channel: every process's one subscriber hears it (`inFlight: 'wait'`). */
+  announce(key: string): Promise<void> {
+    return this.wakeups.announce(key);
+  }
+
+  listen(listener: (key: string) => void): Promise<void> {
+    return this.wakeups.listen(listener);
+  }
+
   private foreign(): void {
     this.logger.warn(LOGS.foreignValue);
   }
 
-  /** Closes the client only when this store created it. */
+  /** Closes the client only when this store created it; its subscriber, if it opened one, always. */
   async close(): Promise<void> {
+    await this.wakeups.close();
     if (!this.owned) return;
     const client = await this.client.catch(() => undefined);
     if (!client) return;

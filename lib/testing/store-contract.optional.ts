@@ -92,3 +92,18 @@ export function renewAllTest({ test, store, key, claim, has }: ContractContext):
       same(await store().renewAll!([], 1000), []);
     });
 }
+
+/** The contract of `announce` and `listen` (waiting duplicates across processes), for a store that has both. */
+export function wakeupTest({ test, store, key }: ContractContext): void {
+  test('announce reaches the listener, with the key as announced (tested when the store has both)', async () => {
+    const s = store();
+    if (typeof s.announce !== 'function' || typeof s.listen !== 'function') return;
+    const heard: string[] = [];
+    await s.listen((k) => heard.push(k));
+    const k = key();
+    await s.announce(k);
+    // Delivered through the server, so it arrives after announce() resolves; five seconds at most.
+    for (let i = 0; i < 100 && !heard.includes(k); i++) await new Promise((r) => setTimeout(r, 50));
+    assert.ok(heard.includes(k), `the listener did not hear ${k}; it heard ${heard.length} other keys`);
+  });
+}

@@ -13,7 +13,10 @@ export type OptionalStoreMethod = 'ping' | 'peek' | 'forget' | 'renewAll';
 export interface StoreContractOptions {
   /** Shown in the suite's name: `store contract: <name>`. Default `'store'`. */
   name?: string;
-  /** Called by the suite's last test, e.g. to close the store's connection. */
+  /**
+   * Called by the suite's last test, e.g. `(store) => store.close()`: a store with `listen` has opened
+   * its listener's connection by then.
+   */
   close?: (store: IdempotencyStore) => Promise<void> | void;
   /**
    * Optional methods your store does not implement. Without them, the module works without the

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { IdempotencyClaim, IdempotencyStore } from '../interfaces/idempotency-store.interface.js';
 import { pause, same, sampleRecord } from './store-contract.assertions.js';
-import { optionalReadTests, renewAllTest } from './store-contract.optional.js';
+import { optionalReadTests, renewAllTest, wakeupTest } from './store-contract.optional.js';
 import { OPTIONAL_METHODS, type ContractFramework, type StoreContractOptions } from './store-contract.options.js';
 
 /**
@@ -46,6 +46,7 @@ export function storeContract(
 
     const context = { test, store: () => store, key, claim, has, plant };
     optionalReadTests(context);
+    wakeupTest(context);
 
     test('claims a free key exactly once; others see it in flight with its fingerprint', async () => {
       const k = key();

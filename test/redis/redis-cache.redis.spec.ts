@@ -295,17 +295,26 @@ describeRedis('RedisStore with an existing client', () => {
     client?.disconnect();
     await server?.stop();
   });
-  storeContract('RedisStore (withClient)', async () => {
-    client = new Redis(server.url);
-    return new RedisStore({ client });
-  });
+  storeContract(
+    'RedisStore (withClient)',
+    async () => {
+      client = new Redis(server.url);
+      return new RedisStore({ client });
+    },
+    // Its subscriber (the announce test listens) is the store's own, whoever owns the client.
+    (store) => store.close!(),
+  );
   const fives: Redis5[] = [];
   afterAll(() => fives.forEach((c) => c.disconnect()));
-  storeContract('RedisStore (withClient, ioredis 5)', async () => {
-    const five = new Redis5(server.url);
-    fives.push(five);
-    return new RedisStore({ client: five });
-  });
+  storeContract(
+    'RedisStore (withClient, ioredis 5)',
+    async () => {
+      const five = new Redis5(server.url);
+      fives.push(five);
+      return new RedisStore({ client: five });
+    },
+    (store) => store.close!(),
+  );
 
   const claim = (owner: string, fingerprint = 'f') => ({ owner, fingerprint, leaseMs: 5000 });
   const FOREIGN = 'a value the idempotency layer did not write was under an idempotency key; it is replaced by a claim';
@@ -381,17 +390,21 @@ describeCluster('RedisStore on a 3-master Redis Cluster', () => {
       client = new Cluster(cluster.nodes.map((n) => ({ host: '127.0.0.1', port: n.port })));
       return new RedisStore({ client });
     },
-    undefined,
+    (store) => store.close!(),
     async (_, key, value, ttlMs) => void (await client.set(key, value, 'PX', ttlMs)),
   );
 
   const fives: Cluster5[] = [];
   afterAll(() => fives.forEach((c) => c.disconnect()));
-  storeContract('RedisStore (Cluster client, ioredis 5)', async () => {
-    const five = new Cluster5(cluster.nodes.map((n) => ({ host: '127.0.0.1', port: n.port })));
-    fives.push(five);
-    return new RedisStore({ client: five });
-  });
+  storeContract(
+    'RedisStore (Cluster client, ioredis 5)',
+    async () => {
+      const five = new Cluster5(cluster.nodes.map((n) => ({ host: '127.0.0.1', port: n.port })));
+      fives.push(five);
+      return new RedisStore({ client: five });
+    },
+    (store) => store.close!(),
+  );
 
   it('spreads keys over the masters', async () => {
     const cache = new RedisStore({ client });

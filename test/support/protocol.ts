@@ -7,6 +7,8 @@ import type { ResolvedRouteOptions } from '../../lib/interfaces/resolved-options
 import { type IdempotencyModuleOptions, InMemoryStore } from '../../lib/index.js';
 import { IdempotencyInterceptor } from '../../lib/idempotency.interceptor.js';
 import { IdempotencyService } from '../../lib/idempotency.service.js';
+import { KeyClaimer } from '../../lib/key.claimer.js';
+import { DuplicateWaiters } from '../../lib/waiting/duplicate.waiters.js';
 import { ResponseSealer } from '../../lib/encryption/response.sealer.js';
 import { IdempotencyObserver } from '../../lib/events/idempotency.observer.js';
 import { OutcomeReporter } from '../../lib/events/outcome.reporter.js';
@@ -41,7 +43,9 @@ export function createProtocol(options: IdempotencyModuleOptions = {}, moduleRef
   const reporter = new OutcomeReporter(observer);
   const records = new RecordBuilder(resolved, new ResponseSealer(resolved));
   const committer = new RecordCommitter(resolved, observer, reporter);
-  const service = new IdempotencyService(resolved, observer, records, reporter, committer);
+  const waiters = new DuplicateWaiters(resolved);
+  const claimer = new KeyClaimer(resolved, observer, records, waiters);
+  const service = new IdempotencyService(resolved, observer, records, reporter, committer, claimer, waiters);
   const fingerprints = new RequestFingerprinter();
   const readers: HttpReaders = { options: resolved, identities, fingerprints };
   /** The protocol as the interceptor calls it, on an HTTP request. */
@@ -65,7 +69,7 @@ export function createProtocol(options: IdempotencyModuleOptions = {}, moduleRef
     identities,
     fingerprints,
   );
-  return { store, options: resolved, identities, observer, service, begin, routes, leases, interceptor };
+  return { store, options: resolved, identities, observer, service, begin, routes, leases, interceptor, waiters };
 }
 
 /** Stops every lease timer {@link createProtocol} started; call it inside a describe. */

@@ -11,8 +11,8 @@ export { sampleRecord } from '../../lib/testing/index.js';
 export function storeContract(
   name: string,
   open: () => Promise<IdempotencyStore>,
-  close: () => Promise<void> = async () => {},
+  close: (store: IdempotencyStore) => Promise<void> = async () => {},
   plant?: StoreContractOptions['plant'],
 ): void {
-  shippedContract({ describe, it }, open, { name, close: () => close(), plant });
+  shippedContract({ describe, it }, open, { name, close: (store) => close(store), plant });
 }

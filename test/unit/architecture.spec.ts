@@ -29,6 +29,8 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   health: ['interfaces', 'utils', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   events: ['events', 'interfaces', 'exceptions', 'utils', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   decorators: ['idempotency.constants.ts', 'interfaces', 'http', 'idempotency.interceptor.ts', 'idempotency.filter.ts'],
+  // Duplicates that wait for a key in flight: the protocol's, knowing neither HTTP nor a store.
+  waiting: ['waiting', 'interfaces', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   // The second public entry (nestjs-idempotency/testing): only the public types, never the module.
   testing: ['testing', 'interfaces'],
 };
@@ -92,6 +94,7 @@ describe('lib/ architecture (docs/architecture.md)', () => {
     const protocol = [
       'idempotency.service.ts',
       'idempotency-key.reader.ts',
+      'key.claimer.ts',
       'record.builder.ts',
       'record.committer.ts',
       'lease.renewer.ts',
@@ -101,7 +104,7 @@ describe('lib/ architecture (docs/architecture.md)', () => {
       'message.runner.ts',
       'message.acknowledger.ts',
       'message-key.reader.ts',
-      ...all.map((f) => relative('lib', f)).filter((f) => /^(events|exceptions|interfaces|inbox)\//.test(f)),
+      ...all.map((f) => relative('lib', f)).filter((f) => /^(events|exceptions|interfaces|inbox|waiting)\//.test(f)),
     ];
     expect(protocol.filter((f) => all.includes(join('lib', f)))).toHaveLength(protocol.length);
     const broken = protocol.flatMap((f) =>

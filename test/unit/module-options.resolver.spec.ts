@@ -42,6 +42,9 @@ describe('resolveModuleOptions', () => {
       identity: undefined,
       transactions: undefined,
       transactionTimeoutMs: 30_000,
+      inFlight: 'conflict',
+      waitMs: 5_000,
+      maxWaiters: 1_000,
     });
     expect(resolveModuleOptions({}).store).not.toBe(resolved.store);
   });
@@ -78,6 +81,9 @@ describe('resolveModuleOptions', () => {
         identity,
         transactions,
         transactionTimeoutMs: 3,
+        inFlight: 'wait',
+        waitMs: 250,
+        maxWaiters: 7,
       }),
     ).toEqual({
       store: cache,
@@ -104,6 +110,9 @@ describe('resolveModuleOptions', () => {
       identity,
       transactions,
       transactionTimeoutMs: 3,
+      inFlight: 'wait',
+      waitMs: 250,
+      maxWaiters: 7,
     });
   });
 
@@ -269,6 +278,26 @@ describe('resolveModuleOptions', () => {
     expect(() => resolveModuleOptions({ missingHeader: 'allow' as never })).toThrow(
       err("missingHeader must be 'reject' or 'pass-through', got allow"),
     );
+  });
+
+  it("inFlight is 'conflict' or 'wait'; waitMs a timer duration; maxWaiters from 1 to a million", () => {
+    expect(resolveModuleOptions({ inFlight: 'wait' })).toMatchObject({ inFlight: 'wait', waitMs: 5_000, maxWaiters: 1_000 });
+    expect(resolveModuleOptions({ inFlight: 'conflict', waitMs: 1, maxWaiters: 1 })).toMatchObject({ waitMs: 1, maxWaiters: 1 });
+    expect(resolveModuleOptions({ waitMs: 2 ** 31 - 1, maxWaiters: 1_000_000 })).toMatchObject({
+      waitMs: 2 ** 31 - 1,
+      maxWaiters: 1_000_000,
+    });
+    for (const bad of ['block', 'Wait', true]) {
+      expect(() => resolveModuleOptions({ inFlight: bad as never })).toThrow(
+        err(`inFlight must be 'conflict' or 'wait', got ${String(bad)}`),
+      );
+    }
+    for (const bad of [0, 2 ** 31, 1.5, '100']) {
+      expect(() => resolveModuleOptions({ waitMs: bad as never })).toThrow(err('waitMs must be an integer from 1 to 2147483647'));
+    }
+    for (const bad of [0, 1_000_001, 2.5]) {
+      expect(() => resolveModuleOptions({ maxWaiters: bad })).toThrow(err('maxWaiters must be an integer from 1 to 1000000'));
+    }
   });
 
   it("fingerprint is 'canonical' or 'raw'", () => {

@@ -19,6 +19,7 @@ describe('RouteOptionsRegistry', () => {
       fingerprintTag: '',
       identity: undefined,
       transactional: false,
+      waitMs: 0,
       leaseMs: 60_000,
     });
     Reflect.defineMetadata(IDEMPOTENT_ROUTE_METADATA, { ttlMs: 6 }, handler);

@@ -22,6 +22,7 @@ describe('resolveRouteOptions', () => {
       fingerprintTag: '',
       identity: moduleIdentity,
       transactional: false,
+      waitMs: 0,
       leaseMs: 60_000,
     });
   });
@@ -36,6 +37,7 @@ describe('resolveRouteOptions', () => {
       fingerprintTag: '',
       identity: undefined,
       transactional: false,
+      waitMs: 0,
       leaseMs: 60_000,
       message: { keyFrom: undefined, ack: false, maxAttempts: 5 },
     });
@@ -93,6 +95,7 @@ describe('resolveRouteOptions', () => {
       fingerprintTag: '',
       identity,
       transactional: false,
+      waitMs: 0,
       leaseMs: 60_000,
       graphql: { keyFrom: undefined },
     });
@@ -126,6 +129,33 @@ describe('resolveRouteOptions', () => {
     );
   });
 
+  it("waitMs is 0 unless the route's inFlight, or the module's, is 'wait'; then the route's waitMs, or the module's", () => {
+    const waits = createProtocol({ inFlight: 'wait', waitMs: 900 }).options;
+    expect(resolveRouteOptions('here', 'A.b', {}, base).waitMs).toBe(0);
+    expect(resolveRouteOptions('here', 'A.b', { waitMs: 300 }, base).waitMs).toBe(0);
+    expect(resolveRouteOptions('here', 'A.b', { inFlight: 'wait' }, base).waitMs).toBe(5_000);
+    expect(resolveRouteOptions('here', 'A.b', { inFlight: 'wait', waitMs: 300 }, base).waitMs).toBe(300);
+    expect(resolveRouteOptions('here', 'A.b', {}, waits).waitMs).toBe(900);
+    expect(resolveRouteOptions('here', 'A.b', { waitMs: 1 }, waits).waitMs).toBe(1);
+    expect(resolveRouteOptions('here', 'A.b', { inFlight: 'conflict' }, waits).waitMs).toBe(0);
+    expect(resolveRouteOptions('here', 'R.m', { inFlight: 'wait' }, base, 'graphql').waitMs).toBe(5_000);
+    // A message's duplicate is the broker's to deliver again: the module's 'wait' does not reach it.
+    expect(resolveRouteOptions('here', 'M.h', {}, waits, 'message').waitMs).toBe(0);
+    expect(() => resolveRouteOptions('here', 'M.h', { inFlight: 'wait' }, base, 'message')).toThrow(
+      'here: inFlight is an option of HTTP routes and GraphQL mutations only',
+    );
+    expect(() => resolveRouteOptions('here', 'M.h', { waitMs: 5 }, base, 'message')).toThrow(
+      'here: waitMs is an option of HTTP routes and GraphQL mutations only',
+    );
+    expect(() => resolveRouteOptions('here', 'A.b', { inFlight: 'queue' as never }, base)).toThrow(
+      "here: inFlight must be 'conflict' or 'wait', got queue",
+    );
+    expect(() => resolveRouteOptions('here', 'A.b', { inFlight: 'wait', waitMs: 0 }, base)).toThrow(
+      'here: waitMs must be an integer from 1 to 2147483647, got 0',
+    );
+    expect(() => resolveRouteOptions('here', 'A.b', { waitMs: -1 }, base)).toThrow('here: waitMs must be an integer');
+  });
+
   it('overrides them per route; identity: undefined drops the module identity', () => {
     const route = () => 'route';
     expect(
@@ -138,6 +168,7 @@ describe('resolveRouteOptions', () => {
       fingerprintTag: 'r1',
       identity: route,
       transactional: false,
+      waitMs: 0,
       leaseMs: 60_000,
     });
     expect(resolveRouteOptions('here', 'A.b', { identity: undefined }, base).identity).toBeUndefined();

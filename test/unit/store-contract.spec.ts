@@ -59,6 +59,7 @@ describe('the shipped store contract (nestjs-idempotency/testing)', () => {
       'has the methods the module calls, and every optional one it does not declare missing',
       'ping answers without touching a key',
       'peek reads a claim and a record with their expiry and changes nothing; forget deletes either, unfenced',
+      'announce reaches the listener, with the key as announced (tested when the store has both)',
       'claims a free key exactly once; others see it in flight with its fingerprint',
       'keeps a tagged fingerprint ("<tag>:<hash>") as it is, in flight and completed',
       'concurrent claims: exactly one wins',

@@ -1,0 +1,82 @@
+import type { Logger } from '@nestjs/common';
+import { LOGS } from '../idempotency.messages.js';
+import type { PostgresStoreOptions } from './postgres-store.options.js';
+
+/** The channel every `PostgresStore` notifies settled keys on; a key carries its `keyPrefix`, so apps sharing a database tell theirs apart. */
+export const SETTLED_CHANNEL = 'nestjs_idempotency_settled';
+
+/** First pause before a lost LISTEN connection is opened again; it doubles up to {@link MAX_RECONNECT_MS}. */
+const RECONNECT_MS = 500;
+const MAX_RECONNECT_MS = 10_000;
+
+/** The parts of a node-postgres `Client` the listener uses. */
+interface ListenClient {
+  connect(): Promise<void>;
+  query(text: string): Promise<unknown>;
+  end(): Promise<void>;
+  on(event: 'notification', listener: (message: { channel: string; payload?: string }) => void): unknown;
+  on(event: 'error' | 'end', listener: () => void): unknown;
+}
+
+/**
+ * Wake-ups of waiting duplicates across processes on `LISTEN`/`NOTIFY`: one connection per store,
+ * outside its pool (a waiter never holds a pool connection), opened when a duplicate first waits and
+ * opened again when it is lost. What was notified while it was away is found by the waiters' last
+ * look when their wait runs out.
+ */
+export class PostgresWakeups {
+  private client: ListenClient | undefined;
+  private closed = false;
+  private retry: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly options: PostgresStoreOptions,
+    private readonly logger: Logger,
+  ) {}
+
+  async listen(listener: (key: string) => void): Promise<void> {
+    // Loaded here, not at import: the in-memory and Redis paths must run without pg installed.
+    const pg = (await import('pg')) as unknown as { default: { Client: new (config: object) => ListenClient } };
+    // Connected as the store's own pool, or as the application's (node-postgres keeps its config).
+    const { pool, connectionString } = this.options;
+    const config = pool ? (pool as { options?: object }).options : { connectionString };
+    const client = new pg.default.Client({ ...config, keepAlive: true });
+    client.on('notification', ({ channel, payload }) => {
+      if (channel === SETTLED_CHANNEL && payload) listener(payload);
+    });
+    // An 'error' is followed by 'end', where the connection is opened again.
+    client.on('error', () => undefined);
+    client.on('end', () => {
+      if (this.client !== client || this.closed) return;
+      this.client = undefined;
+      this.reconnect(listener, RECONNECT_MS);
+    });
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${SETTLED_CHANNEL}`);
+    } catch (err) {
+      await client.end().catch(() => undefined);
+      throw err;
+    }
+    if (this.closed) return void client.end().catch(() => undefined);
+    this.client = client;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.retry);
+    const client = this.client;
+    this.client = undefined;
+    await client?.end().catch(() => undefined);
+  }
+
+  private reconnect(listener: (key: string) => void, pause: number): void {
+    this.retry = setTimeout(() => {
+      this.listen(listener).catch((err: Error) => {
+        this.logger.warn(LOGS.listenFailed(err.message));
+        if (!this.closed) this.reconnect(listener, Math.min(pause * 2, MAX_RECONNECT_MS));
+      });
+    }, pause);
+    this.retry.unref();
+  }
+}

@@ -1,0 +1,91 @@
+import { type BeforeApplicationShutdown, Inject, Injectable, Logger } from '@nestjs/common';
+import { IDEMPOTENCY_MODULE_OPTIONS } from '../idempotency.constants.js';
+import { LOGS } from '../idempotency.messages.js';
+import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
+import { KeyWaiter } from './key.waiter.js';
+
+/**
+ * The duplicates of this process that wait for a key in flight (`inFlight: 'wait'`), and how they are
+ * woken: at once by a settle in this process, and through the store's {@link IdempotencyStore.announce}
+ * for a settle in another. Nothing here runs, and the store is not asked to listen, until a duplicate
+ * first waits: routes without `inFlight: 'wait'` pay nothing.
+ */
+@Injectable()
+export class DuplicateWaiters implements BeforeApplicationShutdown {
+  private readonly logger = new Logger('Idempotency');
+  private readonly waiting = new Map<string, Set<KeyWaiter>>();
+  private count = 0;
+  private listening: Promise<void> | undefined;
+  private listenFailed = false;
+  /** Set on a graceful shutdown: a woken duplicate that wins the key must not start its handler now. */
+  closing = false;
+
+  constructor(@Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions) {}
+
+  /** How many duplicates wait now (for tests and health). */
+  get size(): number {
+    return this.count;
+  }
+
+  /**
+   * A waiter for `storeKey`, registered before it resolves, and once this process hears the store's
+   * announcements (or its wait ran out trying): a settle after that is never missed. `undefined` when
+   * `maxWaiters` duplicates wait already. Pair with {@link leave}.
+   */
+  async enter(storeKey: string, waitMs: number): Promise<KeyWaiter | undefined> {
+    if (this.count >= this.options.maxWaiters) return undefined;
+    const waiter = new KeyWaiter(storeKey, Date.now() + waitMs);
+    let waiters = this.waiting.get(storeKey);
+    if (!waiters) this.waiting.set(storeKey, (waiters = new Set()));
+    waiters.add(waiter);
+    this.count++;
+    await this.listen(waiter.deadline);
+    return waiter;
+  }
+
+  leave(waiter: KeyWaiter): void {
+    const waiters = this.waiting.get(waiter.storeKey);
+    if (!waiters?.delete(waiter)) return;
+    this.count--;
+    if (waiters.size === 0) this.waiting.delete(waiter.storeKey);
+  }
+
+  /**
+   * The `onSettled` of a waiting route's claims, called once its commit or release is done: wakes the
+   * duplicates of this process at once, and those of others through the store.
+   */
+  readonly settled = (storeKey: string): void => {
+    this.wake(storeKey);
+    this.options.store.announce?.(storeKey).catch((err: Error) => this.logger.warn(LOGS.announceFailed(err.message)));
+  };
+
+  beforeApplicationShutdown(): void {
+    this.closing = true;
+  }
+
+  private readonly wake = (storeKey: string): void => {
+    const waiters = this.waiting.get(storeKey);
+    if (waiters) for (const waiter of waiters) waiter.notify();
+  };
+
+  /** Asks the store to listen, once per process; waits for it no longer than until `deadline`. */
+  private async listen(deadline: number): Promise<void> {
+    const { store } = this.options;
+    if (!store.listen) return;
+    this.listening ??= store.listen(this.wake).then(
+      () => {
+        if (this.listenFailed) this.logger.log(LOGS.listening);
+        this.listenFailed = false;
+      },
+      (err: Error) => {
+        // Asked again by the next duplicate; meanwhile waits end with one last look at the store.
+        this.listening = undefined;
+        if (!this.listenFailed) this.logger.warn(LOGS.listenFailed(err.message));
+        this.listenFailed = true;
+      },
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, deadline - Date.now())));
+    await Promise.race([this.listening, late]).finally(() => clearTimeout(timer));
+  }
+}

@@ -1,0 +1,55 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { InMemoryStore } from '../../lib/index.js';
+import { ADAPTERS } from '../support/app.js';
+import { openStore, storeNames } from '../support/stores.js';
+import { until } from '../support/timing.js';
+import { post, startWaitPod, type WaitPod, waitingScenarios, waitKey } from '../support/waiting.js';
+
+// inFlight: 'wait' in one process, on every store: the duplicate is woken by the settle itself.
+const MATRIX = ADAPTERS.flatMap((adapter) => storeNames('waiting e2e on PostgreSQL').map((store) => [adapter, store] as const));
+
+describe.each(MATRIX)("inFlight: 'wait' on %s with the %s store", (adapter, storeName) => {
+  let pod: WaitPod;
+  beforeAll(async () => {
+    pod = await startWaitPod(adapter, (await openStore(storeName)).cache);
+  });
+  afterAll(() => pod.app.close());
+
+  waitingScenarios(() => ({ first: pod, second: pod }));
+});
+
+describe.each(ADAPTERS)("inFlight: 'wait' bounds on %s", (adapter) => {
+  it('maxWaiters duplicates wait; one more gets 409 at once; the waiting ones get the replay', async () => {
+    const pod = await startWaitPod(adapter, new InMemoryStore(), { maxWaiters: 2 });
+    try {
+      const key = waitKey();
+      const { answer: original } = await pod.gate.hold(() => post(pod.base, '/wait/pay', key));
+      const waiting = [post(pod.base, '/wait/pay', key), post(pod.base, '/wait/pay', key)];
+      await until(() => pod.waiters.size === 2);
+      expect((await post(pod.base, '/wait/pay', key)).status).toBe(409);
+      pod.gate.release();
+      const first = await original;
+      for (const answer of await Promise.all(waiting))
+        expect(answer).toMatchObject({ status: 201, replayed: true, text: first.text });
+      expect(pod.runs.of('pay')).toBe(1);
+      expect(pod.waiters.size).toBe(0);
+    } finally {
+      await pod.app.close();
+    }
+  });
+
+  it("the module's inFlight: 'wait' applies to every route that does not say otherwise", async () => {
+    const pod = await startWaitPod(adapter, new InMemoryStore(), { inFlight: 'wait', waitMs: 30_000 });
+    try {
+      const key = waitKey();
+      const { answer: original } = await pod.gate.hold(() => post(pod.base, '/wait/conflict', key));
+      const duplicate = post(pod.base, '/wait/conflict', key);
+      await until(() => pod.waiters.size === 1);
+      pod.gate.release();
+      const [a, b] = await Promise.all([original, duplicate]);
+      expect(b).toMatchObject({ status: 201, replayed: true, text: a.text });
+    } finally {
+      await pod.app.close();
+    }
+  });
+});

@@ -1,0 +1,54 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { RedisStore } from '../../lib/index.js';
+import { RedisServer, redisAvailable } from '../support/redis-server.js';
+import { manyWaiters, post, startWaitPod, type WaitPod, waitingScenarios, waitKey } from '../support/waiting.js';
+
+const describeRedis = redisAvailable('waiting duplicates on Redis') ? describe : describe.skip;
+
+// Two applications (pods) on one redis-server: the duplicate waits on the second, the first request
+// runs on the first, and the wake-up travels through Redis pub/sub.
+describeRedis("inFlight: 'wait' across two pods on RedisStore", () => {
+  let server: RedisServer;
+  let first: WaitPod;
+  let second: WaitPod;
+  const named = (name: string) => new RedisStore({ url: server.url, redisOptions: { connectionName: name } });
+  /** The connections of the pod whose store is named `name` (its subscriber is a duplicate: the same name). */
+  const connections = (name: string) =>
+    server
+      .cli('CLIENT', 'LIST')
+      .split('\n')
+      .filter((line) => line.includes(` name=${name} `));
+
+  beforeAll(async () => {
+    server = await RedisServer.start();
+    first = await startWaitPod('express', named(`first-${process.pid}`));
+    second = await startWaitPod('fastify', named(`second-${process.pid}`));
+  });
+  afterAll(async () => {
+    await first?.app.close();
+    await second?.app.close();
+    await server?.stop();
+  });
+
+  waitingScenarios(() => ({ first, second }));
+
+  it('1 000 waiting duplicates cost one subscriber connection; each gets the replay', async () => {
+    await manyWaiters(first, second, 1_000, async () => {
+      const mine = connections(`second-${process.pid}`);
+      expect(mine.filter((line) => / sub=1 /.test(line))).toHaveLength(1);
+      // The store's own connection and the subscriber: none per waiter.
+      expect(mine).toHaveLength(2);
+    });
+  }, 120_000);
+
+  it('a route without inFlight: wait publishes nothing; a waiting route one PUBLISH per settle', async () => {
+    const published = () => server.commandStats().publish ?? 0;
+    const before = published();
+    expect((await post(first.base, '/wait/conflict', waitKey())).status).toBe(201);
+    expect(published()).toBe(before);
+    expect((await post(first.base, '/wait/pay', waitKey())).status).toBe(201);
+    expect(published()).toBe(before + 1);
+    // A pod none of whose duplicates ever waited has no subscriber.
+    expect(connections(`first-${process.pid}`).filter((line) => / sub=1 /.test(line))).toHaveLength(0);
+  });
+});

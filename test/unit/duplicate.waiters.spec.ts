@@ -1,0 +1,227 @@
+import { describe, expect, it, jest } from '@jest/globals';
+import { type ExecutionContext, Logger } from '@nestjs/common';
+import { IdempotencyException, InMemoryStore, type IdempotencyStore } from '../../lib/index.js';
+import { IdempotentReplay } from '../../lib/exceptions/idempotent-replay.exception.js';
+import { resolveModuleOptions } from '../../lib/options/module-options.resolver.js';
+import { DuplicateWaiters } from '../../lib/waiting/duplicate.waiters.js';
+import { KeyWaiter } from '../../lib/waiting/key.waiter.js';
+import { resolvedRoute } from '../support/claims.js';
+import { spyOnLogger } from '../support/logger.js';
+import { createProtocol, destroyProtocolsAfterEach } from '../support/protocol.js';
+import { sampleRecord } from '../support/store-contract.js';
+import { tick } from '../support/timing.js';
+
+const context = {} as ExecutionContext;
+const request = (key: string, amount = 1) => ({
+  method: 'POST',
+  url: '/pay',
+  headers: { 'idempotency-key': key },
+  body: { amount },
+});
+
+function waiters(store: Partial<IdempotencyStore> = {}, maxWaiters = 1_000): DuplicateWaiters {
+  return new DuplicateWaiters(
+    resolveModuleOptions({ store: Object.assign(new InMemoryStore(), store), maxWaiters }, () => new InMemoryStore()),
+  );
+}
+
+async function rejection(promise: Promise<unknown>): Promise<unknown> {
+  try {
+    await promise;
+  } catch (err) {
+    return err;
+  }
+  throw new Error('expected a rejection');
+}
+
+describe('KeyWaiter', () => {
+  it('a wake-up before the wait is kept for it; one during it ends it; the deadline ends it with false', async () => {
+    const waiter = new KeyWaiter('k', Date.now() + 60_000);
+    waiter.notify();
+    expect(await waiter.next()).toBe(true);
+    const woken = waiter.next();
+    await tick();
+    waiter.notify();
+    expect(await woken).toBe(true);
+    // Used up: the next wait does not end at once.
+    let settled = false;
+    const pending = waiter.next().then((w) => {
+      settled = true;
+      return w;
+    });
+    await tick();
+    expect(settled).toBe(false);
+    waiter.notify();
+    expect(await pending).toBe(true);
+    expect(await new KeyWaiter('k', Date.now() - 1).next()).toBe(false);
+    expect(await new KeyWaiter('k', Date.now() + 20).next()).toBe(false);
+  });
+});
+
+describe('DuplicateWaiters', () => {
+  const logs = spyOnLogger();
+  it('bounds the waiters at maxWaiters; leaving frees a slot, once', async () => {
+    const hub = waiters({}, 2);
+    const a = (await hub.enter('k1', 1000))!;
+    const b = (await hub.enter('k2', 1000))!;
+    expect(await hub.enter('k1', 1000)).toBeUndefined();
+    expect(hub.size).toBe(2);
+    hub.leave(a);
+    hub.leave(a);
+    expect(hub.size).toBe(1);
+    expect(await hub.enter('k1', 1000)).toBeInstanceOf(KeyWaiter);
+    hub.leave(b);
+    expect(hub.size).toBe(1);
+  });
+
+  it("wakes the settled key's waiters only, and announces it through the store", async () => {
+    const announced: string[] = [];
+    const hub = waiters({ announce: async (key: string) => void announced.push(key), listen: async () => undefined });
+    const a = (await hub.enter('k1', 60_000))!;
+    const b = (await hub.enter('k2', 60_000))!;
+    hub.settled('k1');
+    expect(announced).toEqual(['k1']);
+    expect(await a.next()).toBe(true);
+    let woken = false;
+    void b.next().then(() => (woken = true));
+    await tick();
+    expect(woken).toBe(false);
+    hub.settled('k2');
+    await tick();
+    expect(woken).toBe(true);
+  });
+
+  it('asks the store to listen once, on the first wait, and wakes what it hears', async () => {
+    let heard: ((key: string) => void) | undefined;
+    let listens = 0;
+    const hub = waiters({
+      listen: async (listener: (key: string) => void) => {
+        listens++;
+        heard = listener;
+      },
+    });
+    expect(listens).toBe(0);
+    const a = (await hub.enter('k1', 60_000))!;
+    await hub.enter('k1', 60_000);
+    expect(listens).toBe(1);
+    heard!('k1');
+    expect(await a.next()).toBe(true);
+  });
+
+  it('a listener that fails is logged once and asked again by the next waiter; its recovery is logged', async () => {
+    const logged = jest.spyOn(Logger.prototype, 'log').mockImplementation(() => undefined);
+    let fail = true;
+    let listens = 0;
+    const hub = waiters({
+      listen: async () => {
+        listens++;
+        if (fail) throw new Error('no route to Redis');
+      },
+    });
+    await hub.enter('k', 60_000);
+    await hub.enter('k', 60_000);
+    expect(listens).toBe(2);
+    expect(logs.warnings.mock.calls.map((c: unknown[]) => String(c[0]))).toEqual([
+      "waiting duplicates are woken by this process only (the store's listener failed): no route to Redis",
+    ]);
+    fail = false;
+    await hub.enter('k', 60_000);
+    await hub.enter('k', 60_000);
+    expect(listens).toBe(3);
+    expect(logged.mock.calls.map((c) => String(c[0]))).toEqual([
+      'waiting duplicates are woken by every process again (the store listens)',
+    ]);
+  });
+
+  it('waits for a listener that hangs no longer than the wait', async () => {
+    const hub = waiters({ listen: () => new Promise<void>(() => undefined) });
+    expect(await hub.enter('k', 20)).toBeInstanceOf(KeyWaiter);
+  });
+
+  it('an announcement that fails is logged, never thrown', async () => {
+    const hub = waiters({ announce: () => Promise.reject(new Error('READONLY')) });
+    hub.settled('k');
+    await tick();
+    expect(logs.warnings).toHaveBeenCalledWith('a settled key was not announced (waiters elsewhere wait out waitMs): READONLY');
+  });
+});
+
+describe("IdempotencyService with inFlight: 'wait'", () => {
+  destroyProtocolsAfterEach();
+  spyOnLogger();
+  const waiting = resolvedRoute({ waitMs: 60_000 });
+
+  it('looks again once registered, then when woken; replays what the first stored', async () => {
+    const { store, begin, waiters: hub } = createProtocol();
+    // The fingerprint of this request, as the store keeps it: from a first claim of the same request.
+    const first = (await begin(request('k'), context, resolvedRoute()))!;
+    const inFlight = { state: 'in-flight' as const, fingerprint: first.fingerprint };
+    const answers = [inFlight, inFlight];
+    store.claimAnswer = async () => answers.shift() ?? { state: 'completed', record: sampleRecord(first.fingerprint) };
+    const claims = store.calls.length;
+    const duplicate = begin(request('k'), context, waiting);
+    await new Promise<void>((resolve) => {
+      const check = () => (hub.size === 1 && store.calls.length === claims + 2 ? resolve() : setImmediate(check));
+      check();
+    });
+    hub.settled(first.storeKey);
+    expect(await rejection(duplicate)).toBeInstanceOf(IdempotentReplay);
+    expect(store.calls.length).toBe(claims + 3);
+    expect(hub.size).toBe(0);
+  });
+
+  it('only claims of a waiting route wake waiters when they settle', async () => {
+    const { begin, waiters: hub } = createProtocol();
+    expect((await begin(request('a'), context, resolvedRoute()))!.onSettled).toBeUndefined();
+    expect((await begin(request('b'), context, waiting))!.onSettled).toBe(hub.settled);
+  });
+
+  it('a duplicate past maxWaiters gets 409 without waiting', async () => {
+    const { store, begin, waiters: hub } = createProtocol({ maxWaiters: 1 });
+    const first = (await begin(request('k'), context, resolvedRoute()))!;
+    store.claimAnswer = async () => ({ state: 'in-flight', fingerprint: first.fingerprint });
+    const waitingOne = begin(request('k'), context, waiting);
+    await tick();
+    const err = await rejection(begin(request('k'), context, waiting));
+    expect((err as IdempotencyException).code).toBe('key-in-flight');
+    store.claimAnswer = async () => ({ state: 'completed', record: sampleRecord(first.fingerprint) });
+    hub.settled(first.storeKey);
+    expect(await rejection(waitingOne)).toBeInstanceOf(IdempotentReplay);
+  });
+
+  it('woken during a graceful shutdown, a duplicate that wins the key gives it back and answers 503', async () => {
+    const { store, begin, waiters: hub } = createProtocol();
+    const first = (await begin(request('k'), context, resolvedRoute()))!;
+    store.claimAnswer = async () => ({ state: 'in-flight', fingerprint: first.fingerprint });
+    const duplicate = begin(request('k'), context, waiting);
+    await new Promise<void>((resolve) => {
+      const check = () => (hub.size === 1 ? resolve() : setImmediate(check));
+      check();
+    });
+    await tick();
+    hub.beforeApplicationShutdown();
+    store.claimAnswer = async () => ({ state: 'claimed' });
+    hub.settled(first.storeKey);
+    const err = (await rejection(duplicate)) as IdempotencyException;
+    expect(err.code).toBe('shutting-down');
+    expect(err.getStatus()).toBe(503);
+    const last = store.calls.at(-1)!;
+    expect(last[0]).toBe('release');
+    expect(last[1]).toBe(first.storeKey);
+  });
+
+  it('a store that fails while the duplicate looks again answers 503 and leaves no waiter', async () => {
+    const { store, begin, waiters: hub } = createProtocol();
+    const first = (await begin(request('k'), context, resolvedRoute()))!;
+    store.claimAnswer = async () => ({ state: 'in-flight', fingerprint: first.fingerprint });
+    const duplicate = begin(request('k'), context, waiting);
+    await new Promise<void>((resolve) => {
+      const check = () => (hub.size === 1 ? resolve() : setImmediate(check));
+      check();
+    });
+    store.claimAnswer = () => Promise.reject(new Error('ECONNRESET'));
+    hub.settled(first.storeKey);
+    expect(((await rejection(duplicate)) as IdempotencyException).code).toBe('store-unavailable');
+    expect(hub.size).toBe(0);
+  });
+});
