@@ -13,6 +13,8 @@ export interface SampleOptions {
   cache?: IdempotencyStore;
   /** Claim lease in ms (module default 60 s). */
   leaseMs?: number;
+  /** What a duplicate of a payment still running gets: 409 (default) or, with `'wait'`, the replay. */
+  inFlight?: 'conflict' | 'wait';
   /** Simulated latency of the payment provider, in ms (default 0). */
   providerLatencyMs?: number;
 }
@@ -33,6 +35,7 @@ export class AppModule {
             store: options.cache ?? new SqliteStore({ database: db.connection }),
             identity: AccountIdentityResolver,
             leaseMs: options.leaseMs,
+            inFlight: options.inFlight,
           }),
         }),
       ],

@@ -82,7 +82,7 @@ async function serveOpenApi(app: INestApplication): Promise<void> {
  * The sample payments API. Environment: PORT (3000), HOST (127.0.0.1), ADAPTER ('express' or 'fastify'),
  * DATABASE (SQLite file, default 'payments.db'), STORE ('sqlite' (default: records beside the payments),
  * 'memory', 'redis' with REDIS_URL, 'postgres' with DATABASE_URL), IDEMPOTENCY_LEASE_MS,
- * PAYMENT_PROVIDER_LATENCY_MS (simulated provider call), FORCE_CLOSE_CONNECTIONS=1 (Nest's
+ * IDEMPOTENCY_IN_FLIGHT=wait (a duplicate waits for the first instead of a 409), PAYMENT_PROVIDER_LATENCY_MS (simulated provider call), FORCE_CLOSE_CONNECTIONS=1 (Nest's
  * forceCloseConnections). Shutdown hooks are on: SIGTERM lets running handlers finish and commit.
  *
  * SAMPLE=ledger starts the second sample instead (sample/ledger/): charges in PostgreSQL at
@@ -100,6 +100,7 @@ async function bootstrap(): Promise<void> {
           databasePath: process.env.DATABASE || 'payments.db',
           cache: storeFromEnv(),
           leaseMs: numberFromEnv('IDEMPOTENCY_LEASE_MS'),
+          inFlight: process.env.IDEMPOTENCY_IN_FLIGHT === 'wait' ? 'wait' : undefined,
           providerLatencyMs: numberFromEnv('PAYMENT_PROVIDER_LATENCY_MS'),
         });
   // FORCE_CLOSE_CONNECTIONS=1: on shutdown, open connections are ended at once instead of drained.
