@@ -52,4 +52,19 @@ describe.each(ADAPTERS)("inFlight: 'wait' bounds on %s", (adapter) => {
       await pod.app.close();
     }
   });
+
+  it('a graceful shutdown while a duplicate waits: the first finishes during the drain, the duplicate gets its replay', async () => {
+    const pod = await startWaitPod(adapter, new InMemoryStore());
+    const key = waitKey();
+    const { answer: original } = await pod.gate.hold(() => post(pod.base, '/wait/pay', key));
+    const duplicate = post(pod.base, '/wait/pay', key);
+    await until(() => pod.waiters.size === 1);
+    const closed = pod.app.close();
+    await until(() => pod.waiters.closing);
+    pod.gate.release();
+    const [a, b] = await Promise.all([original, duplicate]);
+    expect(a).toMatchObject({ status: 201, replayed: false });
+    expect(b).toMatchObject({ status: 201, replayed: true, text: a.text });
+    await closed;
+  });
 });

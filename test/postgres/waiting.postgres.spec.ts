@@ -1,10 +1,33 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { PostgresStore } from '../../lib/index.js';
+import { Controller, Inject, Post } from '@nestjs/common';
+import pg from 'pg';
+import { Idempotent, IdempotencyKey, IdempotencyModule, PostgresStore } from '../../lib/index.js';
+import { DuplicateWaiters } from '../../lib/waiting/duplicate.waiters.js';
+import { type AdapterName, listen, startApp } from '../support/app.js';
+import { Gate } from '../support/fixtures.js';
+import { PgTransactions } from '../support/pg-transactions.js';
 import { PostgresServer, postgresAvailable } from '../support/postgres-server.js';
 import { until } from '../support/timing.js';
-import { manyWaiters, startWaitPod, type WaitPod, waitingScenarios } from '../support/waiting.js';
+import { LONG_WAIT_MS, manyWaiters, post, startWaitPod, type WaitPod, waitingScenarios, waitKey } from '../support/waiting.js';
 
 const describePg = postgresAvailable('waiting duplicates on PostgreSQL') ? describe : describe.skip;
+
+@Controller('ledger')
+class LedgerController {
+  constructor(
+    @Inject(PgTransactions) private readonly tx: PgTransactions,
+    private readonly gate: Gate,
+  ) {}
+
+  /** Exactly-once: the charge row and the idempotency record commit together, or neither does. */
+  @Post()
+  @Idempotent({ transactional: true, inFlight: 'wait', waitMs: LONG_WAIT_MS })
+  async charge(@IdempotencyKey() key: string) {
+    await this.tx.client.query('INSERT INTO charges (key) VALUES ($1)', [key]);
+    await this.gate.pass();
+    return { charged: key };
+  }
+}
 
 // Two applications (pods) on one database: the duplicate waits on the second, the first request runs
 // on the first, and the wake-up travels through LISTEN/NOTIFY.
@@ -53,4 +76,41 @@ describePg("inFlight: 'wait' across two pods on PostgresStore", () => {
     await until(async () => (await backends('second')).some((b) => b.query.startsWith('LISTEN')), 20_000);
     await manyWaiters(first, second, 1, async () => undefined);
   }, 60_000);
+
+  describe('on a transactional route, each pod with its own pg.Pool (the listener is made from its config)', () => {
+    const ledgers: { base: string; gate: Gate; waiters: DuplicateWaiters; close: () => Promise<void> }[] = [];
+    const start = async (adapter: AdapterName) => {
+      const pool = new pg.Pool({ connectionString: url, max: 4 });
+      const transactions = new PgTransactions(pool);
+      const app = await startApp(adapter, {
+        imports: [IdempotencyModule.forRoot({ store: new PostgresStore({ pool }), transactions })],
+        controllers: [LedgerController],
+        providers: [Gate, { provide: PgTransactions, useValue: transactions }],
+      });
+      const close = async () => {
+        await app.close();
+        await pool.end();
+      };
+      return { base: await listen(app), gate: app.get(Gate), waiters: app.get(DuplicateWaiters), close };
+    };
+    beforeAll(async () => {
+      await server.query('CREATE TABLE charges (key text NOT NULL)', [], url);
+      ledgers.push(await start('express'), await start('fastify'));
+    });
+    afterAll(() => Promise.all(ledgers.map((l) => l.close())));
+
+    it('a duplicate on the other pod is woken when the transaction commits, and replays: one charge row', async () => {
+      const [first, second] = ledgers;
+      const key = waitKey();
+      const { answer: original } = await first.gate.hold(() => post(first.base, '/ledger', key));
+      const duplicate = post(second.base, '/ledger', key);
+      await until(() => second.waiters.size === 1);
+      first.gate.release();
+      const [a, b] = await Promise.all([original, duplicate]);
+      expect(a).toMatchObject({ status: 201, replayed: false });
+      expect(b).toMatchObject({ status: 201, replayed: true, text: a.text });
+      const [{ n }] = await server.query<{ n: string }>('SELECT count(*) AS n FROM charges WHERE key = $1', [key], url);
+      expect(Number(n)).toBe(1);
+    });
+  });
 });
