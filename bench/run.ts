@@ -20,7 +20,9 @@ const CONNECTIONS = 50;
 // `fastify-*` run the same module on the Fastify adapter; their ratios are to `fastify-noop`.
 // `memory` has @opentelemetry/api installed and no SDK registered (what most apps have); `memory-quiet`
 // turns OpenTelemetry off (nothing observes: the path before issue 14); `memory-events` has only an
-// events listener that does nothing; `memory-sealed` is `memory-quiet` with `encryption` (AES-256-GCM).
+// events listener that does nothing; `memory-sealed` is `memory-quiet` with `encryption` (AES-256-GCM);
+// `memory-wait` is `memory-quiet` with `inFlight: 'wait'` and `redis-wait` is `redis` with it: what a
+// route that lets duplicates wait pays when none does (its settles are announced).
 const ALL_VARIANTS = [
   'bare',
   'noop',
@@ -29,8 +31,10 @@ const ALL_VARIANTS = [
   'memory-quiet',
   'memory-events',
   'memory-sealed',
+  'memory-wait',
   'sqlite',
   'redis',
+  'redis-wait',
   'postgres',
   'postgres-tx',
   'fastify-bare',
@@ -60,7 +64,8 @@ const isPlain = (v: Variant) => v.endsWith('bare') || v.endsWith('noop') || v.en
 const WORKLOADS = ['first', 'replay', 'conflict'] as const;
 type Workload = (typeof WORKLOADS)[number];
 /** Which variant runs which workload: conflicts on each store with default options, on both adapters. */
-const runs = (v: Variant, w: Workload) => w !== 'conflict' || !(isPlain(v) || v === 'postgres-tx' || /^memory-/.test(v));
+const runs = (v: Variant, w: Workload) =>
+  w !== 'conflict' || !(isPlain(v) || v === 'postgres-tx' || /^memory-/.test(v) || v.endsWith('-wait'));
 
 const children: ChildProcess[] = [];
 function stopAll(): void {
@@ -506,6 +511,22 @@ function report(
       `${name} route without \`@Idempotent()\` beside one with it: CPU/response vs ${bare}`,
       ...atMost(1.05, ratio(v, 'first', 'cpuPerResponseUs', bare)),
     ]);
+  }
+  // A route with inFlight: 'wait' and no duplicate: in process, a look for waiters per settle (~0);
+  // on Redis, one PUBLISH per first request (reported), none on a replay.
+  for (const [name, v, base, limit] of [
+    ['`inFlight: wait`, InMemoryStore', 'memory-wait', 'memory-quiet', 1.05],
+    ['`inFlight: wait`, RedisStore', 'redis-wait', 'redis', null],
+  ] as const) {
+    if (!has(v) || !has(base)) continue;
+    for (const w of ['first', 'replay'] as const) {
+      const got = ratio(v, w, 'cpuPerResponseUs', base);
+      targets.push(
+        limit === null || w === 'first'
+          ? [`${name} \`${w}\`: CPU/response vs ${base} (reported)`, 'n/a', got.toFixed(2), null]
+          : [`${name} \`${w}\`: CPU/response vs ${base}`, ...atMost(limit, got)],
+      );
+    }
   }
   if (has('memory-sealed') && has('memory-quiet')) {
     for (const w of ['first', 'replay'] as const) {

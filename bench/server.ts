@@ -133,6 +133,10 @@ function imports() {
     const encryption = { keys: { bench: Buffer.alloc(32, 7) }, current: 'bench' };
     return [IdempotencyModule.forRoot({ store: store(), openTelemetry: false, encryption })];
   }
+  if (variant === 'memory-wait') {
+    return [IdempotencyModule.forRoot({ store: store(), openTelemetry: false, inFlight: 'wait' })];
+  }
+  if (variant === 'redis-wait') return [IdempotencyModule.forRoot({ store: store(), inFlight: 'wait' })];
   if (variant === 'memory-events') {
     return [IdempotencyModule.forRoot({ store: store(), openTelemetry: false, events: () => undefined })];
   }
@@ -164,7 +168,7 @@ function countedPool(): pg.Pool {
 }
 
 function store(): IdempotencyStore {
-  if (variant === 'redis') return new RedisStore({ url: process.env.REDIS_URL! });
+  if (variant === 'redis' || variant === 'redis-wait') return new RedisStore({ url: process.env.REDIS_URL! });
   if (variant === 'sqlite') return new SqliteStore({ filename: process.env.SQLITE_FILE! });
   if (variant === 'postgres') return new PostgresStore({ pool: countedPool() });
   // Room for every record of a run, so none is evicted (MAX_ENTRIES: a smaller store, to see what

@@ -15,6 +15,7 @@ import { Test, type TestingModule } from '@nestjs/testing';
 import request from 'supertest';
 import { IdempotencyException, Idempotent, idempotencyApolloPlugin, IdempotencyModule, InMemoryStore } from '../../lib/index.js';
 import { until } from '../support/timing.js';
+import { DuplicateWaiters } from '../../lib/waiting/duplicate.waiters.js';
 
 @ObjectType()
 class Refund {
@@ -89,6 +90,17 @@ class RefundsResolver {
   @Idempotent({ identity: caller })
   adjust(@Args('orderId') orderId: string, @Args('amount', { type: () => Int }) amount: number, @GqlUser() account: string) {
     return this.refunds.refund('adjust', orderId, amount, account);
+  }
+
+  /** A duplicate waits for the first run's answer instead of IDEMPOTENCY_KEY_IN_FLIGHT. */
+  @Mutation(() => Refund)
+  @Idempotent({ identity: caller, inFlight: 'wait', waitMs: 60_000 })
+  refundWaiting(
+    @Args('orderId') orderId: string,
+    @Args('amount', { type: () => Int }) amount: number,
+    @GqlUser() account: string,
+  ) {
+    return this.refunds.refund('refundWaiting', orderId, amount, account);
   }
 
   /** Its own IdempotencyException: reported as the field's error, not swallowed by the module's filter. */
@@ -236,6 +248,22 @@ describe.each(DRIVERS.map((d) => [d.name, d] as const))('@Idempotent() on GraphQ
     expect((await refund('k-6', 'o-6')).body).toEqual({
       data: { refund: { orderId: 'o-6', amount: 5, run: 2, account: 'alice' } },
     });
+  });
+
+  it("with inFlight: 'wait', a duplicate while the first runs waits and gets the first's data, marked replayed", async () => {
+    let release!: () => void;
+    refunds.hold = new Promise<void>((r) => (release = r));
+    const mutation = 'mutation Pay { refundWaiting(orderId: "o-w", amount: 5) { orderId run } }';
+    const first = gql(mutation, { 'idempotency-key': 'k-w' });
+    await until(() => refunds.runs.has('refundWaiting:o-w'));
+    const duplicate = gql(mutation, { 'idempotency-key': 'k-w' });
+    await until(() => app.get(DuplicateWaiters).size === 1);
+    release();
+    refunds.hold = undefined;
+    const data = { data: { refundWaiting: { orderId: 'o-w', run: 1 } } };
+    expect((await first).body).toEqual(data);
+    expect((await duplicate).body).toEqual({ ...data, ...replayed('refundWaiting') });
+    expect(refunds.runs.get('refundWaiting:o-w')).toBe(1);
   });
 
   it('two mutations of one document under one key header: each field has a record of its own', async () => {
