@@ -114,3 +114,50 @@ describePg("inFlight: 'wait' across two pods on PostgresStore", () => {
     });
   });
 });
+
+describePg("inFlight: 'wait' while PostgreSQL restarts", () => {
+  let server: PostgresServer;
+  let first: WaitPod;
+  let second: WaitPod;
+  const listeners = async (name: string) =>
+    (
+      await server.query<{ n: string }>(
+        "SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'",
+        [name],
+      )
+    )[0].n;
+
+  beforeAll(async () => {
+    server = await PostgresServer.start({ ownServer: true });
+    const url = await server.createDatabase('waiting_restart');
+    const store = (name: string) => {
+      const named = new URL(url);
+      named.searchParams.set('application_name', name);
+      return new PostgresStore({ connectionString: named.toString() });
+    };
+    first = await startWaitPod('fastify', store('first'));
+    second = await startWaitPod('express', store('second'));
+  });
+  afterAll(async () => {
+    await first?.app.close();
+    await second?.app.close();
+    await server?.destroy();
+  });
+
+  it('a duplicate waiting through the restart is woken once its LISTEN connection is back and the first is stored', async () => {
+    const key = waitKey();
+    const { answer: original } = await first.gate.hold(() => post(first.base, '/wait/pay', key));
+    const duplicate = post(second.base, '/wait/pay', key);
+    await until(() => second.waiters.size === 1);
+    expect(await listeners('second')).toBe('1');
+    await server.stop();
+    await server.resume();
+    // Opened again by the store, after a pause that doubles while the server is away.
+    await until(async () => (await listeners('second')) === '1', 30_000);
+    first.gate.release();
+    const [a, b] = await Promise.all([original, duplicate]);
+    expect(a).toMatchObject({ status: 201, replayed: false });
+    expect(b).toMatchObject({ status: 201, replayed: true, text: a.text });
+    expect(first.runs.of('pay') + second.runs.of('pay')).toBe(1);
+  }, 90_000);
+});

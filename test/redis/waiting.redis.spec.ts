@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { RedisStore } from '../../lib/index.js';
 import { RedisServer, redisAvailable } from '../support/redis-server.js';
+import { until } from '../support/timing.js';
 import { manyWaiters, post, startWaitPod, type WaitPod, waitingScenarios, waitKey } from '../support/waiting.js';
 
 const describeRedis = redisAvailable('waiting duplicates on Redis') ? describe : describe.skip;
@@ -51,4 +52,51 @@ describeRedis("inFlight: 'wait' across two pods on RedisStore", () => {
     // A pod none of whose duplicates ever waited has no subscriber.
     expect(connections(`first-${process.pid}`).filter((line) => / sub=1 /.test(line))).toHaveLength(0);
   });
+});
+
+describeRedis("inFlight: 'wait' while redis-server restarts", () => {
+  let server: RedisServer;
+  let first: WaitPod;
+  let second: WaitPod;
+  const subscribers = (name: string) =>
+    server
+      .cli('CLIENT', 'LIST', 'TYPE', 'pubsub')
+      .split('\n')
+      .filter((line) => line.includes(` name=${name} `)).length;
+
+  beforeAll(async () => {
+    server = await RedisServer.start([], { ownServer: true });
+    const store = (name: string) => new RedisStore({ url: server.url, redisOptions: { connectionName: name } });
+    first = await startWaitPod('fastify', store('first'));
+    second = await startWaitPod('express', store('second'));
+  });
+  afterAll(async () => {
+    await first?.app.close();
+    await second?.app.close();
+    await server?.stop();
+  });
+
+  it('a duplicate waiting through the restart is woken once its subscriber is back and the first is stored', async () => {
+    const key = waitKey();
+    const { answer: original } = await first.gate.hold(() => post(first.base, '/wait/pay', key));
+    const scripts = () => {
+      const stats = server.commandStats();
+      return (stats.evalsha ?? 0) + (stats.eval ?? 0);
+    };
+    const before = scripts();
+    const duplicate = post(second.base, '/wait/pay', key);
+    // Its two looks (the claim, and again once registered) have reached Redis: a look after the restart
+    // would find the key empty (this server keeps nothing), as any retry would, and run the handler.
+    await until(() => second.waiters.size === 1 && scripts() >= before + 2);
+    expect(subscribers('second')).toBe(1);
+    await server.stop();
+    await server.resume();
+    // ioredis subscribes again by itself once it has reconnected.
+    await until(() => subscribers('second') === 1, 20_000);
+    first.gate.release();
+    const [a, b] = await Promise.all([original, duplicate]);
+    expect(a).toMatchObject({ status: 201, replayed: false });
+    expect(b).toMatchObject({ status: 201, replayed: true, text: a.text });
+    expect(first.runs.of('pay') + second.runs.of('pay')).toBe(1);
+  }, 60_000);
 });
