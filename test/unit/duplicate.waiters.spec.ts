@@ -9,7 +9,8 @@ import { resolvedRoute } from '../support/claims.js';
 import { spyOnLogger } from '../support/logger.js';
 import { createProtocol, destroyProtocolsAfterEach } from '../support/protocol.js';
 import { sampleRecord } from '../support/store-contract.js';
-import { tick } from '../support/timing.js';
+import { tick, until } from '../support/timing.js';
+import { rejection } from '../support/rejection.js';
 
 const context = {} as ExecutionContext;
 const request = (key: string, amount = 1) => ({
@@ -23,15 +24,6 @@ function waiters(store: Partial<IdempotencyStore> = {}, maxWaiters = 1_000): Dup
   return new DuplicateWaiters(
     resolveModuleOptions({ store: Object.assign(new InMemoryStore(), store), maxWaiters }, () => new InMemoryStore()),
   );
-}
-
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (err) {
-    return err;
-  }
-  throw new Error('expected a rejection');
 }
 
 describe('KeyWaiter', () => {
@@ -160,10 +152,7 @@ describe("IdempotencyService with inFlight: 'wait'", () => {
     store.claimAnswer = async () => answers.shift() ?? { state: 'completed', record: sampleRecord(first.fingerprint) };
     const claims = store.calls.length;
     const duplicate = begin(request('k'), context, waiting);
-    await new Promise<void>((resolve) => {
-      const check = () => (hub.size === 1 && store.calls.length === claims + 2 ? resolve() : setImmediate(check));
-      check();
-    });
+    await until(() => hub.size === 1 && store.calls.length === claims + 2);
     hub.settled(first.storeKey);
     expect(await rejection(duplicate)).toBeInstanceOf(IdempotentReplay);
     expect(store.calls.length).toBe(claims + 3);
@@ -194,10 +183,7 @@ describe("IdempotencyService with inFlight: 'wait'", () => {
     const first = (await begin(request('k'), context, resolvedRoute()))!;
     store.claimAnswer = async () => ({ state: 'in-flight', fingerprint: first.fingerprint });
     const duplicate = begin(request('k'), context, waiting);
-    await new Promise<void>((resolve) => {
-      const check = () => (hub.size === 1 ? resolve() : setImmediate(check));
-      check();
-    });
+    await until(() => hub.size === 1);
     await tick();
     hub.beforeApplicationShutdown();
     store.claimAnswer = async () => ({ state: 'claimed' });
@@ -215,10 +201,7 @@ describe("IdempotencyService with inFlight: 'wait'", () => {
     const first = (await begin(request('k'), context, resolvedRoute()))!;
     store.claimAnswer = async () => ({ state: 'in-flight', fingerprint: first.fingerprint });
     const duplicate = begin(request('k'), context, waiting);
-    await new Promise<void>((resolve) => {
-      const check = () => (hub.size === 1 ? resolve() : setImmediate(check));
-      check();
-    });
+    await until(() => hub.size === 1);
     store.claimAnswer = () => Promise.reject(new Error('ECONNRESET'));
     hub.settled(first.storeKey);
     expect(((await rejection(duplicate)) as IdempotencyException).code).toBe('store-unavailable');

@@ -11,6 +11,7 @@ import { spyOnLogger } from '../support/logger.js';
 import { createProtocol } from '../support/protocol.js';
 import { activeClaim, resolvedRoute } from '../support/claims.js';
 import { SEED } from '../support/arbitraries.js';
+import { rejection } from '../support/rejection.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const context = { marker: 'context' } as unknown as ExecutionContext;
@@ -25,15 +26,6 @@ const request = (key?: string | string[], over: Record<string, unknown> = {}) =>
 const response: StoredResponse = { status: 201, headers: { 'content-type': 'text/plain' }, body: Buffer.from('ok') };
 
 const setup = createProtocol;
-
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (err) {
-    return err;
-  }
-  throw new Error('expected a rejection');
-}
 
 async function httpError(promise: Promise<unknown>) {
   const err = await rejection(promise);
