@@ -119,7 +119,7 @@ export class KeyClaimer {
 
   private async giveBack(claim: ActiveClaim): Promise<never> {
     await this.options.store.release(claim.storeKey, claim.owner).catch(() => undefined);
-    claim.onSettled?.(claim.storeKey);
+    this.waiters.settled(claim.storeKey);
     throw IdempotencyException.of('shutting-down', MESSAGES.shuttingDown);
   }
 

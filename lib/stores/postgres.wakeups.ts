@@ -41,9 +41,8 @@ export class PostgresWakeups {
     const { pool, connectionString } = this.options;
     const config = pool ? (pool as { options?: object }).options : { connectionString };
     const client = new pg.default.Client({ ...config, keepAlive: true });
-    client.on('notification', ({ channel, payload }) => {
-      if (channel === SETTLED_CHANNEL && payload) listener(payload);
-    });
+    // Listening on one channel only: every notification is a settled key.
+    client.on('notification', ({ payload }) => listener(String(payload)));
     // An 'error' is followed by 'end', where the connection is opened again.
     client.on('error', () => undefined);
     client.on('end', () => {

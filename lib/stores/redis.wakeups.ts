@@ -29,9 +29,8 @@ export class RedisWakeups {
     const subscriber = (this.subscriber = client.duplicate!() as Subscriber);
     // Its outages are the store client's too, which logs them; unheard, ioredis would print each one.
     subscriber.on('error', () => undefined);
-    subscriber.on('message', (channel: string, key: string) => {
-      if (channel === SETTLED_CHANNEL) listener(key);
-    });
+    // Subscribed to one channel only: every message is a settled key.
+    subscriber.on('message', (_channel: string, key: string) => listener(key));
     try {
       await subscriber.subscribe(SETTLED_CHANNEL);
     } catch (err) {

@@ -73,9 +73,9 @@ export class DuplicateWaiters implements BeforeApplicationShutdown {
     const { store } = this.options;
     if (!store.listen) return;
     this.listening ??= store.listen(this.wake).then(
+      // Listening now for good (the store keeps its connection): only a recovery is worth a line.
       () => {
         if (this.listenFailed) this.logger.log(LOGS.listening);
-        this.listenFailed = false;
       },
       (err: Error) => {
         // Asked again by the next duplicate; meanwhile waits end with one last look at the store.

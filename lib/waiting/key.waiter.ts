@@ -25,16 +25,16 @@ export class KeyWaiter {
       this.woken = false;
       return Promise.resolve(true);
     }
-    const ms = this.deadline - Date.now();
-    if (ms <= 0) return Promise.resolve(false);
     return new Promise((resolve) => {
-      // Not unref'd: a request that waits keeps its process as any request in flight does.
-      const timer = setTimeout(() => this.wake?.(false), ms);
-      this.wake = (woken) => {
+      const end = (woken: boolean): void => {
         clearTimeout(timer);
         this.wake = undefined;
         resolve(woken);
       };
+      // Past the deadline it fires at once. Not unref'd: a request that waits keeps its process, as
+      // any request in flight does.
+      const timer = setTimeout(end, this.deadline - Date.now(), false);
+      this.wake = end;
     });
   }
 }

@@ -1,5 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { Controller, Inject, Post } from '@nestjs/common';
+import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
+import { Controller, Inject, Logger, Post } from '@nestjs/common';
 import pg from 'pg';
 import { Idempotent, IdempotencyKey, IdempotencyModule, PostgresStore } from '../../lib/index.js';
 import { DuplicateWaiters } from '../../lib/waiting/duplicate.waiters.js';
@@ -66,6 +66,16 @@ describePg("inFlight: 'wait' across two pods on PostgresStore", () => {
       expect(mine.length).toBeLessThanOrEqual(4 + 1);
     });
   }, 120_000);
+
+  it('a store closed while its listener connects leaves no LISTEN connection', async () => {
+    const named = new URL(url);
+    named.searchParams.set('application_name', 'closing');
+    const store = new PostgresStore({ connectionString: named.toString() });
+    const listening = store.listen(() => undefined);
+    await store.close();
+    await listening;
+    await until(async () => (await backends('closing')).length === 0);
+  });
 
   it('the listener comes back after its connection is killed: a later duplicate is woken again', async () => {
     await server.query(
@@ -150,7 +160,11 @@ describePg("inFlight: 'wait' while PostgreSQL restarts", () => {
     const duplicate = post(second.base, '/wait/pay', key);
     await until(() => second.waiters.size === 1);
     expect(await listeners('second')).toBe('1');
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
     await server.stop();
+    // Down long enough for the store's attempts to reopen the connection to fail, and be retried.
+    await until(() => warn.mock.calls.some(([line]) => String(line).includes("the store's listener failed")), 30_000);
+    warn.mockRestore();
     await server.resume();
     // Opened again by the store, after a pause that doubles while the server is away.
     await until(async () => (await listeners('second')) === '1', 30_000);

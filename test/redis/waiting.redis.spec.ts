@@ -42,6 +42,15 @@ describeRedis("inFlight: 'wait' across two pods on RedisStore", () => {
     });
   }, 120_000);
 
+  it('a store that listened closes its subscriber on close, also on a client the application owns', async () => {
+    const store = new RedisStore({ url: server.url, redisOptions: { connectionName: `closing-${process.pid}` } });
+    await store.listen(() => undefined);
+    const subscribed = () => connections(`closing-${process.pid}`).filter((line) => / sub=1 /.test(line)).length;
+    expect(subscribed()).toBe(1);
+    await store.close();
+    await until(() => subscribed() === 0);
+  });
+
   it('a route without inFlight: wait publishes nothing; a waiting route one PUBLISH per settle', async () => {
     const published = () => server.commandStats().publish ?? 0;
     const before = published();

@@ -1,6 +1,6 @@
 import { describe, expect, it, jest } from '@jest/globals';
 import { type ExecutionContext, Logger } from '@nestjs/common';
-import { IdempotencyException, InMemoryStore, type IdempotencyStore } from '../../lib/index.js';
+import { IdempotencyException, InMemoryStore, type IdempotencyEvent, type IdempotencyStore } from '../../lib/index.js';
 import { IdempotentReplay } from '../../lib/exceptions/idempotent-replay.exception.js';
 import { resolveModuleOptions } from '../../lib/options/module-options.resolver.js';
 import { DuplicateWaiters } from '../../lib/waiting/duplicate.waiters.js';
@@ -83,6 +83,20 @@ describe('DuplicateWaiters', () => {
     expect(woken).toBe(true);
   });
 
+  it('is not closing until the application shuts down', () => {
+    const hub = waiters();
+    expect(hub.closing).toBe(false);
+    hub.beforeApplicationShutdown();
+    expect(hub.closing).toBe(true);
+  });
+
+  it('leaves no timer behind once the store listens', async () => {
+    jest.useFakeTimers();
+    const hub = waiters({ listen: async () => undefined });
+    await hub.enter('k', 60_000);
+    expect(jest.getTimerCount()).toBe(0);
+  });
+
   it('asks the store to listen once, on the first wait, and wakes what it hears', async () => {
     let heard: ((key: string) => void) | undefined;
     let listens = 0;
@@ -92,10 +106,14 @@ describe('DuplicateWaiters', () => {
         heard = listener;
       },
     });
+    const logged = jest.spyOn(Logger.prototype, 'log').mockImplementation(() => undefined);
     expect(listens).toBe(0);
     const a = (await hub.enter('k1', 60_000))!;
     await hub.enter('k1', 60_000);
     expect(listens).toBe(1);
+    // Listening from the start is no news.
+    expect(logged).not.toHaveBeenCalled();
+    expect(logs.warnings).not.toHaveBeenCalled();
     heard!('k1');
     expect(await a.next()).toBe(true);
   });
@@ -111,6 +129,7 @@ describe('DuplicateWaiters', () => {
       },
     });
     await hub.enter('k', 60_000);
+    expect(logs.warnings).toHaveBeenCalledTimes(1);
     await hub.enter('k', 60_000);
     expect(listens).toBe(2);
     expect(logs.warnings.mock.calls.map((c: unknown[]) => String(c[0]))).toEqual([
@@ -194,6 +213,17 @@ describe("IdempotencyService with inFlight: 'wait'", () => {
     const last = store.calls.at(-1)!;
     expect(last[0]).toBe('release');
     expect(last[1]).toBe(first.storeKey);
+  });
+
+  it("a claim the store fails counts the time it took in the request's storeMs", async () => {
+    const events: IdempotencyEvent[] = [];
+    const { store, begin, observer } = createProtocol({ events: (event) => void events.push(event) });
+    await observer.onModuleInit();
+    store.claimAnswer = () => new Promise((_, reject) => setTimeout(reject, 20, new Error('ECONNRESET')));
+    expect(((await rejection(begin(request('k'), context, waiting))) as IdempotencyException).code).toBe('store-unavailable');
+    await until(() => events.length === 1);
+    expect(events[0]).toMatchObject({ outcome: 'store-unavailable' });
+    expect(events[0].storeMs).toBeGreaterThanOrEqual(15);
   });
 
   it('a store that fails while the duplicate looks again answers 503 and leaves no waiter', async () => {
