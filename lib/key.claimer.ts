@@ -108,7 +108,11 @@ export class KeyClaimer {
     try {
       for (let woken = true; ; woken = await waiter.next()) {
         const again = { ...claim, claimedAt: Date.now() };
-        const outcome = await this.claimKey(again, route, seen);
+        // Another waiter of this process won the key with its look: this one waits for its settle.
+        const outcome = (await this.waiters.look(claim.storeKey, () => this.claimKey(again, route, seen))) ?? {
+          state: 'in-flight',
+          fingerprint: claim.fingerprint,
+        };
         if (!woken || outcome.state !== 'in-flight' || !call.matches(outcome.fingerprint, claim.fingerprint, route))
           return await this.decideOn(call, route, again, outcome, seen, true);
       }

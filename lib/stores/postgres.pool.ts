@@ -9,9 +9,8 @@ export async function createPostgresPool(
   timeoutMs: number,
   logger: Logger,
 ): Promise<PostgresPoolLike> {
-  // Loaded here, not at import: the in-memory and Redis paths must run without pg installed.
-  const pg = (await import('pg')) as unknown as { default: { Pool: new (config: object) => PostgresPoolLike } };
-  const pool = new pg.default.Pool({
+  const pg = await loadPg();
+  const pool = new pg.Pool({
     connectionString,
     max: size,
     statement_timeout: timeoutMs,
@@ -21,4 +20,15 @@ export async function createPostgresPool(
   // An idle connection whose backend dies emits 'error' on the pool: unheard, it would end the process.
   pool.on('error', (err: Error) => logger.error(LOGS.postgresIdleError(err.message)));
   return pool;
+}
+
+/** The parts of node-postgres the store uses: its pool, and a client of its own for LISTEN. */
+interface PgModule {
+  Pool: new (config: object) => PostgresPoolLike;
+  Client: new (config: object) => unknown;
+}
+
+/** node-postgres, loaded here and only here, on first use: the in-memory and Redis paths must run without pg installed. */
+export async function loadPg(): Promise<PgModule> {
+  return ((await import('pg')) as unknown as { default: PgModule }).default;
 }

@@ -1,6 +1,7 @@
 import type { Logger } from '@nestjs/common';
 import { LOGS } from '../idempotency.messages.js';
 import type { PostgresStoreOptions } from './postgres-store.options.js';
+import { loadPg } from './postgres.pool.js';
 
 /** The channel every `PostgresStore` notifies settled keys on; a key carries its `keyPrefix`, so apps sharing a database tell theirs apart. */
 export const SETTLED_CHANNEL = 'nestjs_idempotency_settled';
@@ -35,12 +36,11 @@ export class PostgresWakeups {
   ) {}
 
   async listen(listener: (key: string) => void): Promise<void> {
-    // Loaded here, not at import: the in-memory and Redis paths must run without pg installed.
-    const pg = (await import('pg')) as unknown as { default: { Client: new (config: object) => ListenClient } };
+    const { Client } = await loadPg();
     // Connected as the store's own pool, or as the application's (node-postgres keeps its config).
     const { pool, connectionString } = this.options;
     const config = pool ? (pool as { options?: object }).options : { connectionString };
-    const client = new pg.default.Client({ ...config, keepAlive: true });
+    const client = new Client({ ...config, keepAlive: true }) as ListenClient;
     // Listening on one channel only: every notification is a settled key.
     client.on('notification', ({ payload }) => listener(String(payload)));
     // An 'error' is followed by 'end', where the connection is opened again.

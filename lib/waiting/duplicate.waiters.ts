@@ -1,6 +1,7 @@
 import { type BeforeApplicationShutdown, Inject, Injectable, Logger } from '@nestjs/common';
 import { IDEMPOTENCY_MODULE_OPTIONS } from '../idempotency.constants.js';
 import { LOGS } from '../idempotency.messages.js';
+import type { ClaimOutcome } from '../interfaces/idempotency-store.interface.js';
 import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
 import { KeyWaiter } from './key.waiter.js';
 
@@ -14,6 +15,7 @@ import { KeyWaiter } from './key.waiter.js';
 export class DuplicateWaiters implements BeforeApplicationShutdown {
   private readonly logger = new Logger('Idempotency');
   private readonly waiting = new Map<string, Set<KeyWaiter>>();
+  private readonly looks = new Map<string, Promise<ClaimOutcome>>();
   private count = 0;
   private listening: Promise<void> | undefined;
   private listenFailed = false;
@@ -58,6 +60,27 @@ export class DuplicateWaiters implements BeforeApplicationShutdown {
     this.wake(storeKey);
     this.options.store.announce?.(storeKey).catch((err: Error) => this.logger.warn(LOGS.announceFailed(err.message)));
   };
+
+  /**
+   * Runs `look` (a claim of `storeKey`), unless a look at that key is under way in this process: then
+   * its outcome is shared, so that a thousand waiters woken together cost one round trip, not a
+   * thousand. A claim that look won belongs to its waiter alone: the others get `undefined` (the key is
+   * in flight again, theirs to wait for), as they do when it failed.
+   */
+  async look(storeKey: string, look: () => Promise<ClaimOutcome>): Promise<ClaimOutcome | undefined> {
+    const pending = this.looks.get(storeKey);
+    if (pending) {
+      const shared = await pending.catch(() => undefined);
+      return shared?.state === 'claimed' ? undefined : shared;
+    }
+    const mine = look();
+    this.looks.set(storeKey, mine);
+    try {
+      return await mine;
+    } finally {
+      this.looks.delete(storeKey);
+    }
+  }
 
   beforeApplicationShutdown(): void {
     this.closing = true;

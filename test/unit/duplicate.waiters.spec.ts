@@ -1,6 +1,12 @@
 import { describe, expect, it, jest } from '@jest/globals';
 import { type ExecutionContext, Logger } from '@nestjs/common';
-import { IdempotencyException, InMemoryStore, type IdempotencyEvent, type IdempotencyStore } from '../../lib/index.js';
+import {
+  type ClaimOutcome,
+  IdempotencyException,
+  InMemoryStore,
+  type IdempotencyEvent,
+  type IdempotencyStore,
+} from '../../lib/index.js';
 import { IdempotentReplay } from '../../lib/exceptions/idempotent-replay.exception.js';
 import { resolveModuleOptions } from '../../lib/options/module-options.resolver.js';
 import { DuplicateWaiters } from '../../lib/waiting/duplicate.waiters.js';
@@ -81,6 +87,39 @@ describe('DuplicateWaiters', () => {
     hub.settled('k2');
     await tick();
     expect(woken).toBe(true);
+  });
+
+  it('one look at a key at a time: those meanwhile share its outcome, but never a claim it won, nor its failure', async () => {
+    const hub = waiters();
+    let looks = 0;
+    let answer!: (outcome: ClaimOutcome) => void;
+    const look = () => {
+      looks++;
+      return new Promise<ClaimOutcome>((resolve) => (answer = resolve));
+    };
+    const record = { state: 'completed', record: sampleRecord('fp') } as const;
+    const [mine, shared] = [hub.look('k', look), hub.look('k', look)];
+    const other = hub.look('other', async () => ({ state: 'claimed' }));
+    answer(record);
+    expect(await mine).toBe(record);
+    expect(await shared).toBe(record);
+    expect(await other).toEqual({ state: 'claimed' });
+    expect(looks).toBe(1);
+
+    const [winner, loser] = [hub.look('k', look), hub.look('k', look)];
+    answer({ state: 'claimed' });
+    expect(await winner).toEqual({ state: 'claimed' });
+    expect(await loser).toBeUndefined();
+
+    const failing = hub.look('k', () => Promise.reject(new Error('ECONNRESET')));
+    const sharer = hub.look('k', look);
+    await expect(failing).rejects.toThrow('ECONNRESET');
+    expect(await sharer).toBeUndefined();
+    // Over: the next look is a look of its own.
+    const next = hub.look('k', look);
+    answer(record);
+    expect(await next).toBe(record);
+    expect(looks).toBe(3);
   });
 
   it('is not closing until the application shuts down', () => {
