@@ -7,7 +7,7 @@ import { KeyWaiter } from './key.waiter.js';
 
 /**
  * The duplicates of this process that wait for a key in flight (`inFlight: 'wait'`), and how they are
- * woken: at once by a settle in this process, and through the store's {@link IdempotencyStore.announce}
+ * woken: at once by a settle in this process, and through the store's `announce`
  * for a settle in another. Nothing here runs, and the store is not asked to listen, until a duplicate
  * first waits: routes without `inFlight: 'wait'` pay nothing.
  */
