@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
+import { afterAll, afterEach, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { Controller, Inject, Logger, Post } from '@nestjs/common';
 import pg from 'pg';
 import { Idempotent, IdempotencyKey, IdempotencyModule, PostgresStore } from '../../lib/index.js';
@@ -60,6 +60,7 @@ describePg("inFlight: 'wait' across two pods on PostgresStore", () => {
 
   it('1 000 waiting duplicates cost one LISTEN connection and no pool connection; each gets the replay', async () => {
     await manyWaiters(first, second, 1_000, async () => {
+      await until(async () => (await backends('second')).some((b) => b.query.startsWith('LISTEN')));
       const mine = await backends('second');
       expect(mine.filter((b) => b.query.startsWith('LISTEN'))).toHaveLength(1);
       // The store's pool (4 by default) and the listener: none per waiter.
@@ -148,6 +149,8 @@ describePg("inFlight: 'wait' while PostgreSQL restarts", () => {
     first = await startWaitPod('fastify', store('first'));
     second = await startWaitPod('express', store('second'));
   });
+  // A test that fails half-way leaves no handler held for the shutdown to wait on.
+  afterEach(() => first?.gate.release());
   afterAll(async () => {
     await first?.app.close();
     await second?.app.close();
@@ -159,7 +162,8 @@ describePg("inFlight: 'wait' while PostgreSQL restarts", () => {
     const { answer: original } = await first.gate.hold(() => post(first.base, '/wait/pay', key));
     const duplicate = post(second.base, '/wait/pay', key);
     await until(() => second.waiters.size === 1);
-    expect(await listeners('second')).toBe('1');
+    // Its LISTEN connection opens while the first waiter registers: awaited, not assumed.
+    await until(async () => (await listeners('second')) === '1');
     const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
     await server.stop();
     // Down long enough for the store's attempts to reopen the connection to fail, and be retried.

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { RedisStore } from '../../lib/index.js';
 import { RedisServer, redisAvailable } from '../support/redis-server.js';
 import { until } from '../support/timing.js';
@@ -35,6 +35,8 @@ describeRedis("inFlight: 'wait' across two pods on RedisStore", () => {
 
   it('1 000 waiting duplicates cost one subscriber connection; each gets the replay', async () => {
     await manyWaiters(first, second, 1_000, async () => {
+      // Its subscriber opens while the first waiter registers: awaited, not assumed.
+      await until(() => connections(`second-${process.pid}`).some((line) => / sub=1 /.test(line)));
       const mine = connections(`second-${process.pid}`);
       expect(mine.filter((line) => / sub=1 /.test(line))).toHaveLength(1);
       // The store's own connection and the subscriber: none per waiter.
@@ -79,6 +81,8 @@ describeRedis("inFlight: 'wait' while redis-server restarts", () => {
     first = await startWaitPod('fastify', store('first'));
     second = await startWaitPod('express', store('second'));
   });
+  // A test that fails half-way leaves no handler held for the shutdown to wait on.
+  afterEach(() => first?.gate.release());
   afterAll(async () => {
     await first?.app.close();
     await second?.app.close();

@@ -1,4 +1,4 @@
-import { expect, it } from '@jest/globals';
+import { afterEach, expect, it } from '@jest/globals';
 import { Body, Controller, HttpException, type INestApplication, Post } from '@nestjs/common';
 import {
   Idempotent,
@@ -107,6 +107,8 @@ export async function post(base: string, path: string, key: string, body: object
  * same store (woken through it).
  */
 export function waitingScenarios(pods: () => { first: WaitPod; second: WaitPod }): void {
+  // A test that fails half-way leaves no handler held for the next one, or for the shutdown.
+  afterEach(() => pods().first?.gate.release());
   const runsOf = (name: string): number => {
     const { first, second } = pods();
     return first.runs.of(name) + (second === first ? 0 : second.runs.of(name));
