@@ -8,7 +8,16 @@ import { Gate } from '../support/fixtures.js';
 import { PgTransactions } from '../support/pg-transactions.js';
 import { PostgresServer, postgresAvailable } from '../support/postgres-server.js';
 import { until } from '../support/timing.js';
-import { LONG_WAIT_MS, manyWaiters, post, startWaitPod, type WaitPod, waitingScenarios, waitKey } from '../support/waiting.js';
+import {
+  LONG_WAIT_MS,
+  manyWaiters,
+  post,
+  waitThroughRestart,
+  startWaitPod,
+  type WaitPod,
+  waitingScenarios,
+  waitKey,
+} from '../support/waiting.js';
 
 const describePg = postgresAvailable('waiting duplicates on PostgreSQL') ? describe : describe.skip;
 
@@ -158,24 +167,19 @@ describePg("inFlight: 'wait' while PostgreSQL restarts", () => {
   });
 
   it('a duplicate waiting through the restart is woken once its LISTEN connection is back and the first is stored', async () => {
-    const key = waitKey();
-    const { answer: original } = await first.gate.hold(() => post(first.base, '/wait/pay', key));
-    const duplicate = post(second.base, '/wait/pay', key);
-    await until(() => second.waiters.size === 1);
-    // Its LISTEN connection opens while the first waiter registers: awaited, not assumed.
-    await until(async () => (await listeners('second')) === '1');
-    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
-    await server.stop();
-    // Down long enough for the store's attempts to reopen the connection to fail, and be retried.
-    await until(() => warn.mock.calls.some(([line]) => String(line).includes("the store's listener failed")), 30_000);
-    warn.mockRestore();
-    await server.resume();
-    // Opened again by the store, after a pause that doubles while the server is away.
-    await until(async () => (await listeners('second')) === '1', 30_000);
-    first.gate.release();
-    const [a, b] = await Promise.all([original, duplicate]);
-    expect(a).toMatchObject({ status: 201, replayed: false });
-    expect(b).toMatchObject({ status: 201, replayed: true, text: a.text });
-    expect(first.runs.of('pay') + second.runs.of('pay')).toBe(1);
+    await waitThroughRestart(first, second, {
+      // Its LISTEN connection opens while the first waiter registers: awaited, not assumed.
+      ready: async () => (await listeners('second')) === '1',
+      restart: async () => {
+        const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+        await server.stop();
+        // Down long enough for the store's attempts to reopen the connection to fail, and be retried.
+        await until(() => warn.mock.calls.some(([line]) => String(line).includes("the store's listener failed")), 30_000);
+        warn.mockRestore();
+        await server.resume();
+      },
+      // Opened again by the store, after a pause that doubles while the server is away.
+      listening: async () => (await listeners('second')) === '1',
+    });
   }, 90_000);
 });

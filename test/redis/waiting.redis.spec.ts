@@ -2,7 +2,15 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/glob
 import { RedisStore } from '../../lib/index.js';
 import { RedisServer, redisAvailable } from '../support/redis-server.js';
 import { until } from '../support/timing.js';
-import { manyWaiters, post, startWaitPod, type WaitPod, waitingScenarios, waitKey } from '../support/waiting.js';
+import {
+  manyWaiters,
+  post,
+  waitThroughRestart,
+  startWaitPod,
+  type WaitPod,
+  waitingScenarios,
+  waitKey,
+} from '../support/waiting.js';
 
 const describeRedis = redisAvailable('waiting duplicates on Redis') ? describe : describe.skip;
 
@@ -90,26 +98,21 @@ describeRedis("inFlight: 'wait' while redis-server restarts", () => {
   });
 
   it('a duplicate waiting through the restart is woken once its subscriber is back and the first is stored', async () => {
-    const key = waitKey();
-    const { answer: original } = await first.gate.hold(() => post(first.base, '/wait/pay', key));
     const scripts = () => {
       const stats = server.commandStats();
       return (stats.evalsha ?? 0) + (stats.eval ?? 0);
     };
     const before = scripts();
-    const duplicate = post(second.base, '/wait/pay', key);
-    // Its two looks (the claim, and again once registered) have reached Redis: a look after the restart
-    // would find the key empty (this server keeps nothing), as any retry would, and run the handler.
-    await until(() => second.waiters.size === 1 && scripts() >= before + 2);
-    expect(subscribers('second')).toBe(1);
-    await server.stop();
-    await server.resume();
-    // ioredis subscribes again by itself once it has reconnected.
-    await until(() => subscribers('second') === 1, 20_000);
-    first.gate.release();
-    const [a, b] = await Promise.all([original, duplicate]);
-    expect(a).toMatchObject({ status: 201, replayed: false });
-    expect(b).toMatchObject({ status: 201, replayed: true, text: a.text });
-    expect(first.runs.of('pay') + second.runs.of('pay')).toBe(1);
+    await waitThroughRestart(first, second, {
+      // Its two looks (the claim, and again once registered) have reached Redis, and it subscribed: a
+      // look after the restart would find the key empty (this server keeps nothing), as any retry would.
+      ready: () => scripts() >= before + 3 && subscribers('second') === 1,
+      restart: async () => {
+        await server.stop();
+        await server.resume();
+      },
+      // ioredis subscribes again by itself once it has reconnected.
+      listening: () => subscribers('second') === 1,
+    });
   }, 60_000);
 });

@@ -206,3 +206,31 @@ export async function manyWaiters(first: WaitPod, second: WaitPod, count: number
   expect(answers.filter((b) => b.status === 201 && b.replayed && b.text === a.text)).toHaveLength(count);
   expect(first.runs.of('pay') + (second === first ? 0 : second.runs.of('pay'))).toBe(before + 1);
 }
+
+/** How a test restarts the store's server under waiting duplicates, and when the second pod listens. */
+export interface Restart {
+  /** The duplicate has registered, and its looks are where the restart cannot lose them. */
+  ready(): boolean | Promise<boolean>;
+  /** Stops the server, does what should happen while it is down, and starts it again. */
+  restart(): Promise<void>;
+  /** The second pod listens again. */
+  listening(): boolean | Promise<boolean>;
+}
+
+/**
+ * A duplicate waiting on `second` while the store's server restarts is woken once `second` listens
+ * again and the first request, let go only then, is stored: it gets the replay, the handler ran once.
+ */
+export async function waitThroughRestart(first: WaitPod, second: WaitPod, how: Restart): Promise<void> {
+  const key = waitKey();
+  const { answer: original } = await first.gate.hold(() => post(first.base, '/wait/pay', key));
+  const duplicate = post(second.base, '/wait/pay', key);
+  await until(async () => second.waiters.size === 1 && (await how.ready()));
+  await how.restart();
+  await until(how.listening, 30_000);
+  first.gate.release();
+  const [a, b] = await Promise.all([original, duplicate]);
+  expect(a).toMatchObject({ status: 201, replayed: false });
+  expect(b).toMatchObject({ status: 201, replayed: true, text: a.text });
+  expect(first.runs.of('pay') + second.runs.of('pay')).toBe(1);
+}
