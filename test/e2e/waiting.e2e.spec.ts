@@ -38,6 +38,29 @@ describe.each(ADAPTERS)("inFlight: 'wait' bounds on %s", (adapter) => {
     }
   });
 
+  it('two duplicates of a first that fails: one runs the handler, the other waits for it and gets its replay', async () => {
+    const pod = await startWaitPod(adapter, new InMemoryStore());
+    try {
+      const key = waitKey();
+      const body = { amount: 5, fail: true };
+      const { answer: original } = await pod.gate.hold(() => post(pod.base, '/wait/pay', key, body));
+      const duplicates = [post(pod.base, '/wait/pay', key, body), post(pod.base, '/wait/pay', key, body)];
+      await until(() => pod.waiters.size === 2);
+      pod.gate.release();
+      expect((await original).status).toBe(502);
+      const answers = await Promise.all(duplicates);
+      // Woken together, they look once: the look's claim is one waiter's; the other waits for its run.
+      const ran = answers.filter((a) => a.status === 201 && !a.replayed);
+      expect(ran).toHaveLength(1);
+      expect(answers.filter((a) => a !== ran[0])).toEqual([
+        expect.objectContaining({ status: 201, replayed: true, text: ran[0].text }),
+      ]);
+      expect(pod.runs.of('pay')).toBe(2);
+    } finally {
+      await pod.app.close();
+    }
+  });
+
   it("the module's inFlight: 'wait' applies to every route that does not say otherwise", async () => {
     const pod = await startWaitPod(adapter, new InMemoryStore(), { inFlight: 'wait', waitMs: 30_000 });
     try {
