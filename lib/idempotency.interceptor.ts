@@ -14,6 +14,8 @@ import { IdentityResolverLoader } from './identity-resolver.loader.js';
 import type { ActiveClaim } from './interfaces/active-claim.interface.js';
 import { LeaseRenewer } from './lease.renewer.js';
 import { MessageRunner } from './message.runner.js';
+import { PhasedRunner } from './phased.runner.js';
+import type { PhasedRun } from './phases/phased.run.js';
 import { RequestFingerprinter } from './request.fingerprinter.js';
 import { RouteOptionsRegistry } from './route-options.registry.js';
 import { TransactionRunner } from './transaction.runner.js';
@@ -48,6 +50,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     private readonly transactions: TransactionRunner,
     private readonly messages: MessageRunner,
     private readonly graphql: GraphqlRunner,
+    private readonly phased: PhasedRunner,
     identities: IdentityResolverLoader,
     fingerprints: RequestFingerprinter,
   ) {
@@ -69,9 +72,11 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const { options } = this.service;
     const call = new HttpContext(request, context, response, this.readers);
     let claim: ActiveClaim | undefined;
+    let phases: PhasedRun | undefined;
     try {
       if (this.leases.draining) throw this.service.shuttingDown();
       claim = await this.service.begin(call, route);
+      if (claim && route.atomicPhases) phases = await this.phased.resume(call, claim, route);
     } catch (err) {
       if (options.echoKeyHeader && !isKeyError(err)) echoKey(request, response, options.headerName);
       call.answer(err);
@@ -81,6 +86,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     if (route.readsKey) rememberKey(request, claim.key);
     // Set before the response is recorded, so the record does not keep it: a replay echoes its own.
     if (options.echoKeyHeader) echoKey(request, response, options.headerName);
+    if (phases) return this.phased.run(claim, phases, request, response, next);
     return route.transactional ? this.transactions.run(claim, response, next) : this.run(claim, response, next);
   }
 

@@ -74,8 +74,7 @@ export const OPENAPI = {
 
 /** What an operator reads in the logs while the application runs. `route` is `Controller.method`. */
 export const LOGS = {
-  cacheDeprecated:
-    'IdempotencyModule: the option cache is deprecated and will be removed in 1.0; name it store (it takes the same value)',
+  cacheDeprecated: 'IdempotencyModule: the option cache is deprecated and will be removed in 1.0; name it store (same value)',
   renamed: (old: string, now: string) =>
     `${old} is deprecated and will be removed in 1.0; use ${now}, the same thing under the package's one word for a store`,
   noScope: (route: string, got: unknown) =>
@@ -87,8 +86,7 @@ export const LOGS = {
   claimFailed: (route: string, reason: string) => `${route}: claim failed, answering 503: ${reason}`,
   unreadable: (route: string, reason: string) => `${route}: answering 503: ${reason}`,
   takenOver: (route: string) => `${route}: response not stored: the claim had expired and the key was taken over`,
-  commitFailed: (route: string) =>
-    `${route}: response not stored: the store did not answer for a lease; the claim expires with its lease`,
+  commitFailed: (route: string) => `${route}: response not stored: the store did not answer for a lease; the claim expires`,
   commitRetrying: (route: string, reason: string) => `${route}: commit failed, retrying for a lease: ${reason}`,
   committedLate: (route: string) => `${route}: response stored after the commit was retried`,
   deadLettered: (route: string, attempts: number) =>
@@ -150,17 +148,18 @@ export const FAILURES = {
   redisForeign: 'RedisStore: the key holds a value that is not an idempotency record',
   closed: 'the idempotency store is closed (the application is shutting down)',
   postgresSchema: (reason: string) => `PostgresStore: the schema could not be created: ${reason}`,
-  noRows:
-    'the transactions executor returned neither rows nor a result with rows; pass clsTransactions() a query function that does',
+  noRows: 'the transactions executor returned neither rows nor a result with rows: give clsTransactions() a query that does',
   leaseOver: 'the transaction timeout passed before the response was complete',
+  phaseName: (max: number) => `a phase's name must be a string of 1 to ${max} characters`,
+  noRun: '@Phases() is given only to handlers of @Idempotent({ atomicPhases: true }) routes',
+  phaseTwice: (name: string) => `${name} was used twice in one run, or after finish(): each name once, finish() last`,
   noPing: (store: string) => `${store} has no ping(), so its health cannot be checked (see IdempotencyStore)`,
   pingTimeout: (ms: number) => `the idempotency store did not answer within ${ms} ms`,
   unknownKeyId: (id: string) =>
     `the key's record is sealed with encryption key ${id}, which is not among encryption.keys: restore that key, or forget the record`,
   notAuthentic: (id: string) =>
     `the key's record, sealed with encryption key ${id}, failed authentication (altered, or moved from another key): forget the record`,
-  notEncrypted:
-    "the key's record is sealed, but this application has no encryption option: configure its keys, or forget the record",
+  notEncrypted: "the key's record is sealed, but this application has no encryption option: configure its keys, or forget it",
   damagedRecord:
     "the key's record is damaged (its format tag or head cannot be read); it is neither replayed nor run again: forget the record",
   recordMoving: 'the large record of the key changed each time it was read; try again',
@@ -221,18 +220,19 @@ export const CONFIG_ERRORS = {
   ownResponse:
     '@Res()/@Next() without { passthrough: true } leaves the response to the handler; use passthrough or return the body',
   transactions: 'transactions must be an IdempotencyTransactions: an object with run(work), e.g. clsTransactions(txHost)',
-  transactional: 'transactional must be true or false',
-  noTransactions:
-    'transactional: true needs the module option transactions, e.g. transactions: clsTransactions(txHost) (README: "Exactly-once with your database")',
-  transactionalStore:
-    "transactional: true needs a store that commits its record in your transaction: store: new PostgresStore(...) on your application's database",
+  phasesNeedKey:
+    "atomicPhases: true needs a key on every request: missingHeader 'pass-through' would run phases nobody can resume",
+  phasesTransactional: 'atomicPhases and transactional exclude each other: each phase is a transaction of its own',
+  noTransactions: (option: string) =>
+    `${option}: true needs the module option transactions, e.g. transactions: clsTransactions(txHost) (README: "Exactly-once with your database")`,
+  transactionalStore: (option: string) =>
+    `${option}: true needs a store that commits its record in your transaction: store: new PostgresStore(...) on your application's database`,
   identityUnbuildable: (name: string, reason: string) =>
     `the identity resolver ${name} cannot be built: ${reason}. Register it as a provider of a module the controller can reach; a REQUEST-scoped resolver is resolved for each request`,
   streamType:
     'a route declared to return a StreamableFile is never stored, so a retry would run it again; return the bytes (a Buffer or a value) instead',
   onlyOn: (option: string, handlers: string) => `${option} is an option of ${handlers} only`,
   keyFrom: 'keyFrom must be a function (data, context) => string, the message id',
-  ack: 'ack must be true or false',
   notARoute:
     'only the route and message handlers of controllers and GraphQL mutation resolvers are deduplicated; on a provider method (a service) it would do nothing, so it is refused; remove the decorator (IdempotencyInbox.run() deduplicates any other code)',
   notAMutation: (type: string) =>

@@ -45,6 +45,7 @@ import { resolveModuleOptions } from './options/module-options.resolver.js';
 import { RouteOptionsRegistry } from './route-options.registry.js';
 import { TransactionFailures } from './transaction.failures.js';
 import { TransactionRunner } from './transaction.runner.js';
+import { PhasedRunner } from './phased.runner.js';
 import { InMemoryStore } from './stores/in-memory.store.js';
 
 /** The options as the user gave them; resolved (and validated) when the application starts. */
@@ -100,6 +101,7 @@ const PROVIDERS = [
   LeaseRenewer,
   TransactionFailures,
   TransactionRunner,
+  PhasedRunner,
   InboxRunner,
   MessageAcknowledger,
   MessageRunner,
@@ -125,6 +127,7 @@ const EXPORTS = [
   RequestFingerprinter,
   LeaseRenewer,
   TransactionRunner,
+  PhasedRunner,
   MessageRunner,
   GraphqlRunner,
   IdempotencyInterceptor,

@@ -11,7 +11,8 @@ import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfa
 import type { StoredResponse } from './interfaces/stored-response.interface.js';
 import { LeaseRenewer } from './lease.renewer.js';
 import { RecordBuilder } from './record.builder.js';
-import { LeaseLost, TransactionFailures } from './transaction.failures.js';
+import { LeaseLost } from './exceptions/lease-lost.error.js';
+import { TransactionFailures } from './transaction.failures.js';
 
 const JSON_HEADERS = { 'content-type': 'application/json' };
 

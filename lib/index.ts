@@ -83,6 +83,11 @@ export type { SqlStoreOptions } from './stores/sql-store.options.js';
 export { clsTransactions } from './transactions/cls.transactions.js';
 export type { TransactionHostLike, TransactionQuery } from './transactions/cls.transactions.js';
 
+// Recovery points: handlers in atomic phases
+export { Phases } from './decorators/phases.decorator.js';
+export { PhasedRun } from './phases/phased.run.js';
+export type { PhaseAdvance, RecoveryPoint } from './interfaces/recovery-point.interface.js';
+
 // The names of 0.x, kept working with one warning each until 1.0 (see CHANGELOG.md)
 export { InMemoryCache, RedisCache } from './stores/deprecated.aliases.js';
 export type { InMemoryCacheOptions } from './stores/deprecated.aliases.js';

@@ -1,13 +1,11 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { OutcomeReporter } from './events/outcome.reporter.js';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
+import { LeaseLost } from './exceptions/lease-lost.error.js';
 import { LOGS, MESSAGES } from './idempotency.messages.js';
 import { IdempotencyService } from './idempotency.service.js';
 import type { ActiveClaim } from './interfaces/active-claim.interface.js';
 import { ABORTED, ROLLED_BACK, sqlState } from './transactions/sql-states.js';
-
-/** The lease ran out (the fenced completion matched no row, or its deadline passed): the key may be another's. */
-export class LeaseLost extends Error {}
 
 /** How far a failed transaction got: opened, the work failed inside it, the completion ran. */
 export interface TransactionState {

@@ -13,7 +13,8 @@ import type { SqlExecutor } from './interfaces/idempotency-transactions.interfac
 import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
 import type { StoredResponse } from './interfaces/stored-response.interface.js';
 import { RecordBuilder } from './record.builder.js';
-import { LeaseLost, TransactionFailures } from './transaction.failures.js';
+import { LeaseLost } from './exceptions/lease-lost.error.js';
+import { TransactionFailures } from './transaction.failures.js';
 import { ROLLED_BACK, sqlState } from './transactions/sql-states.js';
 import { withTimeout } from './utils/timeout.util.js';
 

@@ -74,6 +74,8 @@ export class HandlerRun implements RecorderHooks, Unsubscribable {
   finished = false;
   /** The chain around the handler was torn down, or answered, first. */
   detached = false;
+  /** The handler's error is the answer to keep (an `atomicPhases` run it ended): what goes out for it is stored. */
+  keepsError = false;
   /** The handler's result: Nest sends the last value. */
   private last: unknown = undefined;
   private status = 0;
@@ -108,7 +110,7 @@ export class HandlerRun implements RecorderHooks, Unsubscribable {
     }
     // An outer layer failed after the handler succeeded: what goes out is its error, which is
     // never stored; a retry gets the handler's result.
-    if (stored.status >= 400 && stored.status !== this.status) return this.settlement.ended(this.rendered());
+    if (stored.status >= 400 && stored.status !== this.status && !this.keepsError) return this.settlement.ended(this.rendered());
     return this.settlement.ended(this.start.adapter === 'fastify' ? identityOf(stored) : stored);
   }
 

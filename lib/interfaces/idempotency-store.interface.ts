@@ -1,3 +1,4 @@
+import type { PhaseAdvance, RecoveryPoint } from './recovery-point.interface.js';
 import type { SqlExecutor } from './idempotency-transactions.interface.js';
 import type { StoredResponse } from './stored-response.interface.js';
 
@@ -106,6 +107,20 @@ export interface IdempotencyStore {
    * routes (PostgresStore).
    */
   completeIn?(sql: SqlExecutor, key: string, owner: string, record: IdempotencyRecord, ttlMs: number): Promise<boolean>;
+  /**
+   * The recovery point of `key`'s phased run (`atomicPhases` routes): the results of the phases it
+   * committed, or `undefined` when none did (or the run finished). Only stores with it, {@link advanceIn}
+   * and {@link finishIn} serve `atomicPhases` routes (PostgresStore).
+   */
+  recoveryPoint?(key: string): Promise<RecoveryPoint | undefined>;
+  /**
+   * Adds a phase's result to the recovery point of the caller's claim, as a statement on `sql` (the
+   * phase's own transaction), and renews the claim's lease: fenced, `false` when the claim is not the
+   * caller's any more. The claim stays locked until that transaction ends.
+   */
+  advanceIn?(sql: SqlExecutor, key: string, owner: string, point: PhaseAdvance): Promise<boolean>;
+  /** {@link completeIn} that also deletes the key's recovery point: the phased run's last statement. */
+  finishIn?(sql: SqlExecutor, key: string, owner: string, record: IdempotencyRecord, ttlMs: number): Promise<boolean>;
   /**
    * Tells every process listening ({@link listen}) that `key` settled: its claim was committed or
    * released. Called for routes with `inFlight: 'wait'` only, after the commit or release.

@@ -15,6 +15,14 @@ export interface IdempotentOptions {
    * Needs `PostgresStore`. Default `false`. See the README, "Exactly-once with your database".
    */
   transactional?: boolean;
+  /**
+   * Recovery points: the handler takes `@Phases() run: PhasedRun` and splits its work into atomic
+   * phases (`run.phase()`, `run.foreign()`, `run.finish()`), each one transaction of the module's
+   * `transactions` port that also stores the phase's result with the key. A retry after a crash
+   * resumes at the first phase not committed. Needs `PostgresStore`; excludes `transactional`.
+   * Default `false`. See the README, "Recovery points".
+   */
+  atomicPhases?: boolean;
   /** How this route fingerprints request bodies, replacing the module's `fingerprint`. */
   fingerprint?: FingerprintMode;
   /** What a duplicate of this route's request still running gets, replacing the module's `inFlight`. */

@@ -62,6 +62,8 @@ export interface ResolvedRouteOptions {
   readonly identity: IdempotencyIdentity | undefined;
   /** Whether the handler runs in the `transactions` port's transaction, its record committed inside it. */
   readonly transactional: boolean;
+  /** Whether the handler runs in atomic phases, each committed with the key's recovery point (`@Phases()`). */
+  readonly atomicPhases: boolean;
   /** How long a duplicate of a request in flight waits for it to settle, in ms; `0`: 409 at once (`inFlight: 'conflict'`). */
   readonly waitMs: number;
   /** The claim's lease: `leaseMs` (renewed), or `transactionTimeoutMs` (fixed) on a transactional route. */

@@ -25,6 +25,7 @@ const ROUTE_KEYS = [
   'maxAttempts',
   'inFlight',
   'waitMs',
+  'atomicPhases',
 ] as const;
 /**
  * What a handler is: an HTTP route, a `@MessagePattern()` / `@EventPattern()` handler, or a GraphQL
@@ -50,6 +51,8 @@ const OWNERS: Readonly<Partial<Record<keyof IdempotentOptions, readonly RouteKin
   missingKey: ['message'],
   ack: ['message'],
   maxAttempts: ['message'],
+  // A run resumes on the client's retry of the same request: HTTP's.
+  atomicPhases: ['http'],
 };
 
 /** Validates `@Idempotent()` options against the module's; `where` names the handler in errors. */
@@ -70,24 +73,36 @@ export function resolveRouteOptions(
   const message = kind === 'message';
   const { keyFrom, ack = false } = route;
   if (keyFrom !== undefined && typeof keyFrom !== 'function') fail(where, CONFIG_ERRORS.keyFrom);
-  if (typeof ack !== 'boolean') fail(where, CONFIG_ERRORS.ack);
+  if (typeof ack !== 'boolean') fail(where, CONFIG_ERRORS.boolean('ack', ack));
   const transactional = route.transactional ?? false;
-  if (typeof transactional !== 'boolean') fail(where, CONFIG_ERRORS.transactional);
-  if (transactional && !module.transactions) fail(where, CONFIG_ERRORS.noTransactions);
-  if (transactional && typeof module.store.completeIn !== 'function') fail(where, CONFIG_ERRORS.transactionalStore);
+  if (typeof transactional !== 'boolean') fail(where, CONFIG_ERRORS.boolean('transactional', transactional));
+  if (transactional && !module.transactions) fail(where, CONFIG_ERRORS.noTransactions('transactional'));
+  if (transactional && typeof module.store.completeIn !== 'function')
+    fail(where, CONFIG_ERRORS.transactionalStore('transactional'));
+  const atomicPhases = route.atomicPhases ?? false;
+  if (typeof atomicPhases !== 'boolean') fail(where, CONFIG_ERRORS.boolean('atomicPhases', atomicPhases));
+  if (atomicPhases && transactional) fail(where, CONFIG_ERRORS.phasesTransactional);
+  if (atomicPhases && !module.transactions) fail(where, CONFIG_ERRORS.noTransactions('atomicPhases'));
+  const { store } = module;
+  if (atomicPhases && !(store.advanceIn && store.finishIn && store.recoveryPoint)) {
+    fail(where, CONFIG_ERRORS.transactionalStore('atomicPhases'));
+  }
+  const missingHeader = message
+    ? missingHeaderPolicy(where, route.missingKey, 'reject', 'missingKey')
+    : missingHeaderPolicy(where, route.missingHeader, module.missingHeader);
+  if (atomicPhases && missingHeader === 'pass-through') fail(where, CONFIG_ERRORS.phasesNeedKey);
   const fingerprint = fingerprintMode(where, route.fingerprint, module.fingerprint);
   return {
     id,
     ttlMs: integerIn(where, 'ttlMs', route.ttlMs, module.ttlMs, 1, MAX_TTL_MS),
-    missingHeader: message
-      ? missingHeaderPolicy(where, route.missingKey, 'reject', 'missingKey')
-      : missingHeaderPolicy(where, route.missingHeader, module.missingHeader),
+    missingHeader,
     fingerprint,
     fingerprintTag:
       typeof fingerprint === 'function' ? functionTag(fingerprint) : fingerprint === 'raw' ? RAW_TAG : CANONICAL_TAG,
     // A message is in no caller's scope: the module's resolver reads HTTP requests.
     identity: message ? undefined : 'identity' in route ? identityOption(where, route.identity) : module.identity,
     transactional,
+    atomicPhases,
     waitMs: message ? 0 : waitMs(where, route, module),
     leaseMs: transactional ? module.transactionTimeoutMs : module.leaseMs,
     ...(message && {

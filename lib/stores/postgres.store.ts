@@ -9,6 +9,7 @@ import type {
   PeekedEntry,
 } from '../interfaces/idempotency-store.interface.js';
 import type { SqlExecutor } from '../interfaces/idempotency-transactions.interface.js';
+import type { PhaseAdvance, RecoveryPoint } from '../interfaces/recovery-point.interface.js';
 import {
   DEFAULT_POOL_SIZE,
   type PostgresPoolLike,
@@ -16,6 +17,7 @@ import {
   SERVER_FIRST_MS,
 } from './postgres-store.options.js';
 import { resolvePostgresOptions } from './postgres-options.resolver.js';
+import { PHASES_SUFFIX, phasesSchemaSql, PostgresCompletions } from './postgres.completions.js';
 import { LARGE_RECORD_BYTES, onSizedConnection, readRecordParts } from './postgres.large-records.js';
 import { createPostgresPool } from './postgres.pool.js';
 import { CLAIM_SUFFIX, derivedName, INLINE_RECORD_BYTES, postgresSchemaSql, type PostgresNames } from './postgres.schema.js';
@@ -28,9 +30,6 @@ import { LazyConnection } from './lazy.connection.js';
 import { SqlSweeper } from './sql.sweeper.js';
 import { held, type HeldRow } from './sql.rows.js';
 import { encodeRecord } from './store-value.codec.js';
-
-/** The transactional completion's fence on the clock: under REPEATABLE READ a lapsed claim another took must match nothing. */
-const IN_LEASE = ' AND expires_at > clock_timestamp()';
 
 type ClaimRow = { claimed: true } | ({ claimed: false; record_size: number | null; version: string } & HeldRow);
 
@@ -55,6 +54,9 @@ export class PostgresStore implements IdempotencyStore {
   private owned = false;
   private lanes: PoolLanes | undefined;
   private readonly wakeups: PostgresWakeups;
+  private readonly completions: PostgresCompletions;
+  /** The recovery points' table exists (migration 002): its rows are swept too. */
+  private hasPhases = false;
   /** Set when `preparedStatements`. */
   private readonly statementNames: StatementNames | undefined;
 
@@ -66,12 +68,13 @@ export class PostgresStore implements IdempotencyStore {
     this.poolSize = resolved.poolSize;
     this.statementNames = resolved.preparedStatements ? new StatementNames() : undefined;
     this.wakeups = new PostgresWakeups(options, this.logger);
+    this.completions = new PostgresCompletions(this.qualified(), this.qualified(PHASES_SUFFIX));
     this.sweeper = new SqlSweeper(resolved.sweepIntervalMs, () => this.sweep(), this.logger);
   }
 
   /** The DDL the store runs with `createSchema` (the default): for a migration of your own. */
   schemaSql(): string {
-    return postgresSchemaSql(this.names);
+    return postgresSchemaSql(this.names) + phasesSchemaSql(this.names);
   }
 
   /** Connects (and creates the schema unless told not to); the module calls it at startup. */
@@ -97,9 +100,9 @@ export class PostgresStore implements IdempotencyStore {
     }
   }
 
-  /** Answers when the table, its key and the claim function are as this release needs them. */
+  /** Answers when the tables, their keys and the claim function are as this release needs them. */
   async ping(): Promise<void> {
-    await verifyPostgresTable(await this.pool(), this.names, this.readTimeoutMs);
+    this.hasPhases = await verifyPostgresTable(await this.pool(), this.names, this.readTimeoutMs);
   }
 
   async peek(key: string): Promise<PeekedEntry | undefined> {
@@ -112,7 +115,9 @@ export class PostgresStore implements IdempotencyStore {
     return row && { ...held(row), expiresAt: Math.round(row.expires_at) };
   }
 
+  /** Its recovery point goes too: the next request with the key starts over. */
   async forget(key: string): Promise<boolean> {
+    if (this.hasPhases) await this.run(NORMAL, `DELETE FROM ${this.qualified(PHASES_SUFFIX)} WHERE key = $1`, [key]);
     return this.fenced(NORMAL, `DELETE FROM ${this.qualified()} WHERE key = $1 AND expires_at > clock_timestamp()`, [key]);
   }
 
@@ -124,39 +129,35 @@ export class PostgresStore implements IdempotencyStore {
   async commit(key: string, owner: string, record: IdempotencyRecord, ttlMs: number): Promise<boolean> {
     const value = encodeRecord(record);
     if (value.length > LARGE_RECORD_BYTES) return this.commitLarge(key, owner, value, ttlMs);
-    return this.completeValue(this.executor(URGENT), key, owner, value, ttlMs);
+    return this.completions.complete(this.executor(URGENT), key, owner, value, ttlMs);
   }
 
   private async commitLarge(key: string, owner: string, value: Buffer, ttlMs: number): Promise<boolean> {
     const pool = await this.pool();
-    if (!pool.connect) return this.completeValue(this.executor(URGENT), key, owner, value, ttlMs);
+    if (!pool.connect) return this.completions.complete(this.executor(URGENT), key, owner, value, ttlMs);
     return this.lanes!.run(URGENT, () =>
       onSizedConnection(pool, this.timeoutMs, SERVER_FIRST_MS, value.length, (sql) =>
-        this.completeValue(sql, key, owner, value, ttlMs),
+        this.completions.complete(sql, key, owner, value, ttlMs),
       ),
     );
   }
 
-  /**
-   * The fenced commit as one statement, here in the caller's transaction, its placeholders in order
-   * for drivers that number them `?`. An UPDATE's row count is not in every driver's answer (TypeORM
-   * hands back `[rows, count]` for one), so a SELECT counts the updated rows: always one row.
-   */
+  /** The fenced commit as one statement, here in the caller's transaction. */
   async completeIn(sql: SqlExecutor, key: string, owner: string, record: IdempotencyRecord, ttlMs: number): Promise<boolean> {
-    return this.completeValue(sql, key, owner, encodeRecord(record), ttlMs, IN_LEASE);
+    return this.completions.complete(sql, key, owner, encodeRecord(record), ttlMs, true);
   }
 
-  // A commit lands on the owner's claim, lapsed or not; a completion in the handler's transaction only
-  // within its lease (`within`): `transactionTimeoutMs`, never renewed, past which the work rolls back.
-  private async completeValue(sql: SqlExecutor, key: string, owner: string, value: Buffer, ttl: number, within = '') {
-    const [row] = (await sql.query(
-      `WITH done AS (UPDATE ${this.qualified()} SET state = 1, owner = NULL, record = $1,
-         expires_at = clock_timestamp() + $2::bigint * interval '1 millisecond'
-       WHERE key = $3 AND owner = $4 AND state = 0${within} RETURNING 1)
-       SELECT count(*)::int AS completed FROM done`,
-      [value, ttl, key, owner],
-    )) as { completed: number }[];
-    return row.completed === 1;
+  /** Recovery points (`atomicPhases`): read on the pool, advanced and finished in the phase's transaction. */
+  recoveryPoint(key: string): Promise<RecoveryPoint | undefined> {
+    return this.completions.read(this.executor(NORMAL), key);
+  }
+
+  advanceIn(sql: SqlExecutor, key: string, owner: string, point: PhaseAdvance): Promise<boolean> {
+    return this.completions.advance(sql, key, owner, point);
+  }
+
+  finishIn(sql: SqlExecutor, key: string, owner: string, record: IdempotencyRecord, ttlMs: number): Promise<boolean> {
+    return this.completions.finish(sql, key, owner, encodeRecord(record), ttlMs);
   }
 
   async release(key: string, owner: string): Promise<boolean> {
@@ -168,18 +169,8 @@ export class PostgresStore implements IdempotencyStore {
   }
 
   /** Every claim in one UPDATE, one round trip per tick; a lapsed claim nobody took is renewed too. */
-  async renewAll(claims: readonly OwnedKey[], leaseMs: number): Promise<boolean[]> {
-    const rows = (await this.run(
-      RENEWAL,
-      `UPDATE ${this.qualified()} AS r SET expires_at = clock_timestamp() + $3::bigint * interval '1 millisecond'
-       FROM unnest($1::text[], $2::text[]) AS c(key, owner)
-       WHERE r.key = c.key AND r.owner = c.owner AND r.state = 0
-       RETURNING r.key, r.owner`,
-      [claims.map((c) => c.key), claims.map((c) => c.owner), leaseMs],
-    )) as { key: string; owner: string }[];
-    // An owner holds no newline (a UUID), so owner, newline, key names one pair alone.
-    const renewed = new Set(rows.map((r) => `${r.owner}\n${r.key}`));
-    return claims.map((c) => renewed.has(`${c.owner}\n${c.key}`));
+  renewAll(claims: readonly OwnedKey[], leaseMs: number): Promise<boolean[]> {
+    return this.completions.renew(this.executor(RENEWAL), claims, leaseMs);
   }
 
   /** Stops the sweep and the LISTEN connection; closes the pool only when this store created it. */
@@ -193,8 +184,10 @@ export class PostgresStore implements IdempotencyStore {
   }
 
   /** Deletes expired rows in batches; `FOR UPDATE SKIP LOCKED` lets pods sweep at once without waiting. */
-  sweep(): Promise<number> {
-    return sweepExpired((text) => this.query(NORMAL, text, []), this.qualified());
+  async sweep(): Promise<number> {
+    const query = (text: string) => this.query(NORMAL, text, []);
+    const phases = this.hasPhases ? await sweepExpired(query, this.qualified(PHASES_SUFFIX)) : 0;
+    return phases + (await sweepExpired(query, this.qualified()));
   }
 
   /** NOTIFY through the pool: every process's one LISTEN connection hears it (`inFlight: 'wait'`). */
@@ -243,7 +236,7 @@ export class PostgresStore implements IdempotencyStore {
     const size = this.options.pool ? ((pool as { options?: { max?: number } }).options?.max ?? DEFAULT_POOL_SIZE) : this.poolSize;
     this.lanes = new PoolLanes(size, this.timeoutMs);
     if (this.options.createSchema !== false) await createPostgresSchema(pool, this.schemaSql());
-    await verifyPostgresTable(pool, this.names, this.readTimeoutMs);
+    this.hasPhases = await verifyPostgresTable(pool, this.names, this.readTimeoutMs);
     this.sweeper.start();
     return pool;
   }

@@ -1,5 +1,6 @@
 import { FAILURES } from '../idempotency.messages.js';
 import type { PostgresPoolLike } from './postgres-store.options.js';
+import { PHASES_COLUMNS, PHASES_SUFFIX } from './postgres.completions.js';
 import { CLAIM_SUFFIX, derivedName, type PostgresNames } from './postgres.schema.js';
 
 /** The columns (and types, as `format_type` names them) the store reads and writes. */
@@ -12,36 +13,53 @@ const POSTGRES_COLUMNS: Readonly<Record<string, string>> = {
   record: 'bytea',
 };
 
+/** Each column of `expected` that `found` lacks or types otherwise, as a problem. */
+function columnProblems(found: Record<string, string>, expected: Readonly<Record<string, string>>, table = ''): string[] {
+  return Object.entries(expected)
+    .filter(([column, type]) => found[column] !== type)
+    .map(([column, type]) => FAILURES.column(`${table}${column}`, type, found[column]));
+}
+
 /**
  * Refuses a table this release cannot work with (made by hand or by an older migration): a wrong
  * or missing column, no primary key on `key`, no claim function. Without it, such a table passed
  * the start and answered 503 to every request, or stored a first response and 503 to every retry.
+ * The recovery points' table (migration 002) may be missing: only `atomicPhases` routes need it, and
+ * they refuse to run without it. Answers whether it is there.
  */
-export async function verifyPostgresTable(pool: PostgresPoolLike, names: PostgresNames, timeoutMs: number): Promise<void> {
+export async function verifyPostgresTable(pool: PostgresPoolLike, names: PostgresNames, timeoutMs: number): Promise<boolean> {
   const { schema, table } = names;
   const claimFunction = `"${schema}"."${derivedName(table, CLAIM_SUFFIX)}"`;
+  const phasesTable = `"${schema}"."${derivedName(table, PHASES_SUFFIX)}"`;
   const { rows } = await pool.query({
     text: `SELECT to_regclass($1) IS NOT NULL AS found,
        (SELECT coalesce(json_object_agg(a.attname, format_type(a.atttypid, a.atttypmod)), '{}')
           FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped) AS columns,
        EXISTS (SELECT 1 FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
           WHERE i.indrelid = to_regclass($1) AND i.indisunique AND i.indnatts = 1 AND a.attname = 'key') AS keyed,
-       to_regprocedure($2) IS NOT NULL AS claims`,
-    values: [`"${schema}"."${table}"`, `${claimFunction}(text, text, text, integer, integer)`],
+       to_regprocedure($2) IS NOT NULL AS claims,
+       (SELECT json_object_agg(a.attname, format_type(a.atttypid, a.atttypmod))
+          FROM pg_attribute a WHERE a.attrelid = to_regclass($3) AND a.attnum > 0 AND NOT a.attisdropped) AS phases`,
+    values: [`"${schema}"."${table}"`, `${claimFunction}(text, text, text, integer, integer)`, phasesTable],
     query_timeout: timeoutMs,
   });
-  const [found] = rows as { found: boolean; columns: Record<string, string>; keyed: boolean; claims: boolean }[];
+  const [found] = rows as {
+    found: boolean;
+    columns: Record<string, string>;
+    keyed: boolean;
+    claims: boolean;
+    phases: Record<string, string> | null;
+  }[];
   const problems: string[] = [];
   if (!found.found) problems.push(FAILURES.noTable);
   else {
-    for (const [column, type] of Object.entries(POSTGRES_COLUMNS)) {
-      const got = found.columns[column];
-      if (got !== type) problems.push(FAILURES.column(column, type, got));
-    }
+    problems.push(...columnProblems(found.columns, POSTGRES_COLUMNS));
     if (!found.keyed) problems.push(FAILURES.noPrimaryKey);
   }
   if (!found.claims) problems.push(FAILURES.noClaimFunction(claimFunction));
+  if (found.phases) problems.push(...columnProblems(found.phases, PHASES_COLUMNS, `${phasesTable}.`));
   if (problems.length) throw new Error(FAILURES.schemaMismatch('PostgresStore', `"${schema}"."${table}"`, problems));
+  return found.phases !== null;
 }
 
 /** Two pods starting at once may both create the schema: a lost race is retried once the winner is done. */

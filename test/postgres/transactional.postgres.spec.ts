@@ -733,7 +733,7 @@ describePg('@Idempotent({ transactional: true }) on PostgreSQL', () => {
         }
       }
       expect(await refusal({ imports: [IdempotencyModule.forRoot({})], controllers: [NotBoolean] })).toBe(
-        '@Idempotent() on NotBoolean.create(): transactional must be true or false',
+        "@Idempotent() on NotBoolean.create(): transactional must be true or false, got the string 'yes'",
       );
       expect(await refusal({ imports: [IdempotencyModule.forRoot({ transactions: {} as never })], controllers: [] })).toBe(
         'IdempotencyModule: transactions must be an IdempotencyTransactions: an object with run(work), e.g. clsTransactions(txHost)',

@@ -32,6 +32,7 @@ export function resolvedRoute(over: Partial<ResolvedRouteOptions> = {}): Resolve
       typeof fingerprint === 'function' ? functionTag(fingerprint) : fingerprint === 'raw' ? RAW_TAG : CANONICAL_TAG,
     identity: undefined,
     transactional: false,
+    atomicPhases: false,
     waitMs: 0,
     leaseMs: 60_000,
     ...over,

@@ -24,6 +24,7 @@ import { InboxRunner } from '../../lib/inbox.runner.js';
 import { MessageAcknowledger } from '../../lib/message.acknowledger.js';
 import { MessageRunner } from '../../lib/message.runner.js';
 import { GraphqlRunner } from '../../lib/graphql.runner.js';
+import { PhasedRunner } from '../../lib/phased.runner.js';
 import { TransactionRunner } from '../../lib/transaction.runner.js';
 import { ScriptedStore } from './scripted-store.js';
 
@@ -66,6 +67,7 @@ export function createProtocol(options: IdempotencyModuleOptions = {}, moduleRef
     transactions,
     messages,
     graphql,
+    new PhasedRunner(resolved, service, records, leases, failures, reporter),
     identities,
     fingerprints,
   );

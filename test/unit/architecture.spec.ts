@@ -28,7 +28,16 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   encryption: ['interfaces', 'stores', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   health: ['interfaces', 'utils', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   events: ['events', 'interfaces', 'exceptions', 'utils', 'idempotency.constants.ts', 'idempotency.messages.ts'],
-  decorators: ['idempotency.constants.ts', 'interfaces', 'http', 'idempotency.interceptor.ts', 'idempotency.filter.ts'],
+  decorators: [
+    'idempotency.constants.ts',
+    'idempotency.messages.ts',
+    'interfaces',
+    'http',
+    'idempotency.interceptor.ts',
+    'idempotency.filter.ts',
+  ],
+  // Recovery points: a run of atomic phases as the protocol drives it, knowing no HTTP.
+  phases: ['phases', 'interfaces', 'exceptions', 'utils', 'idempotency.messages.ts'],
   // Duplicates that wait for a key in flight: the protocol's, knowing neither HTTP nor a store.
   waiting: ['waiting', 'interfaces', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   // The second public entry (nestjs-idempotency/testing): only the public types, never the module.
@@ -104,7 +113,7 @@ describe('lib/ architecture (docs/architecture.md)', () => {
       'message.runner.ts',
       'message.acknowledger.ts',
       'message-key.reader.ts',
-      ...all.map((f) => relative('lib', f)).filter((f) => /^(events|exceptions|interfaces|inbox|waiting)\//.test(f)),
+      ...all.map((f) => relative('lib', f)).filter((f) => /^(events|exceptions|interfaces|inbox|waiting|phases)\//.test(f)),
     ];
     expect(protocol.filter((f) => all.includes(join('lib', f)))).toHaveLength(protocol.length);
     const broken = protocol.flatMap((f) =>

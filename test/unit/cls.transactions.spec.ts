@@ -46,7 +46,7 @@ describe('clsTransactions', () => {
     for (const answer of [undefined, null, 3, { rowCount: 1 }]) {
       const txHost = host({ query: () => Promise.resolve(answer) });
       await expect(clsTransactions(txHost).run((sql) => sql.query('x', []))).rejects.toThrow(
-        'the transactions executor returned neither rows nor a result with rows; pass clsTransactions() a query function that does',
+        'the transactions executor returned neither rows nor a result with rows: give clsTransactions() a query that does',
       );
     }
   });

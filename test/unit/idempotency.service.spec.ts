@@ -703,7 +703,7 @@ describe('IdempotencyService: commit and release', () => {
     expect(store.calls).toHaveLength(4);
     expect(settled).toBe(true);
     expect(log.errors).toHaveBeenCalledWith(
-      'Pay.create: response not stored: the store did not answer for a lease; the claim expires with its lease',
+      'Pay.create: response not stored: the store did not answer for a lease; the claim expires',
     );
     store.calls.length = 0;
     const lost = activeClaim({ claimedAt: 1_000, leaseMs: 60_000 });

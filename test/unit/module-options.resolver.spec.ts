@@ -145,7 +145,7 @@ describe('resolveModuleOptions', () => {
       expect(resolveModuleOptions({ cache: store() }).store).not.toBe(mine);
       // The first use of cache in this file (jest gives each file its own modules): one warning, then none.
       expect(warn.mock.calls).toEqual([
-        ['IdempotencyModule: the option cache is deprecated and will be removed in 1.0; name it store (it takes the same value)'],
+        ['IdempotencyModule: the option cache is deprecated and will be removed in 1.0; name it store (same value)'],
       ]);
       expect(() => resolveModuleOptions({ store: mine, cache: mine })).toThrow(
         err('give store or cache (its deprecated name), not both'),

@@ -80,7 +80,7 @@ describe('ResponseSealer', () => {
   it('refuses a sealed record when the application has no encryption, and one without a key id', () => {
     const record = sealer({ keys: { k1: K1 }, current: 'k1' }).record(KEY, 'fp', response);
     expect(openError(() => sealer().response(KEY, record))).toBe(
-      "the key's record is sealed, but this application has no encryption option: configure its keys, or forget the record",
+      "the key's record is sealed, but this application has no encryption option: configure its keys, or forget it",
     );
     const s = sealer({ keys: { k1: K1 }, current: 'k1' });
     expect(openError(() => s.response(KEY, { ...record, sealed: Buffer.from('no newline at all') }))).toContain(

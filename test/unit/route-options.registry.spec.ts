@@ -19,6 +19,7 @@ describe('RouteOptionsRegistry', () => {
       fingerprintTag: '',
       identity: undefined,
       transactional: false,
+      atomicPhases: false,
       waitMs: 0,
       leaseMs: 60_000,
     });

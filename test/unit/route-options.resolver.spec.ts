@@ -22,6 +22,7 @@ describe('resolveRouteOptions', () => {
       fingerprintTag: '',
       identity: moduleIdentity,
       transactional: false,
+      atomicPhases: false,
       waitMs: 0,
       leaseMs: 60_000,
     });
@@ -37,6 +38,7 @@ describe('resolveRouteOptions', () => {
       fingerprintTag: '',
       identity: undefined,
       transactional: false,
+      atomicPhases: false,
       waitMs: 0,
       leaseMs: 60_000,
       message: { keyFrom: undefined, ack: false, maxAttempts: 5 },
@@ -95,6 +97,7 @@ describe('resolveRouteOptions', () => {
       fingerprintTag: '',
       identity,
       transactional: false,
+      atomicPhases: false,
       waitMs: 0,
       leaseMs: 60_000,
       graphql: { keyFrom: undefined },
@@ -103,6 +106,49 @@ describe('resolveRouteOptions', () => {
       missingHeader: 'reject',
       graphql: { keyFrom },
     });
+  });
+
+  it('atomicPhases: an HTTP route with the port, a store with recovery points and a key; never with transactional', () => {
+    const transactions: IdempotencyTransactions = { run: (work) => work({ query: () => Promise.resolve([]) }) };
+    const points = { recoveryPoint: () => Promise.resolve(undefined), advanceIn: () => Promise.resolve(true) };
+    const store = Object.assign(new ScriptedStore(), points, {
+      finishIn: () => Promise.resolve(true),
+      completeIn: () => Promise.resolve(true),
+    });
+    const ready = createProtocol({ store, transactions, transactionTimeoutMs: 50, leaseMs: 90 }).options;
+    // The claim's lease is the module's, renewed while the handler runs: phases may call slow services.
+    expect(resolveRouteOptions('here', 'A.b', { atomicPhases: true }, ready)).toMatchObject({ atomicPhases: true, leaseMs: 90 });
+    expect(() => resolveRouteOptions('here', 'A.b', { atomicPhases: 'yes' as never }, ready)).toThrow(
+      "here: atomicPhases must be true or false, got the string 'yes'",
+    );
+    expect(() => resolveRouteOptions('here', 'A.b', { atomicPhases: true, transactional: true }, ready)).toThrow(
+      'here: atomicPhases and transactional exclude each other',
+    );
+    expect(() => resolveRouteOptions('here', 'A.b', { atomicPhases: true, missingHeader: 'pass-through' }, ready)).toThrow(
+      'here: atomicPhases: true needs a key on every request',
+    );
+    expect(() => resolveRouteOptions('here', 'A.b', { atomicPhases: true }, ready, 'message')).toThrow(
+      'here: atomicPhases is an option of HTTP routes only',
+    );
+    expect(() => resolveRouteOptions('here', 'A.b', { atomicPhases: true }, ready, 'graphql')).toThrow(
+      'here: atomicPhases is an option of HTTP routes only',
+    );
+    expect(() => resolveRouteOptions('here', 'A.b', { atomicPhases: true }, base)).toThrow(
+      'here: atomicPhases: true needs the module option transactions',
+    );
+    // Each of the three methods is needed: a store with only some of them is refused.
+    for (const missing of ['recoveryPoint', 'advanceIn', 'finishIn'] as const) {
+      const partial = Object.assign(
+        new ScriptedStore(),
+        points,
+        { finishIn: () => Promise.resolve(true) },
+        { [missing]: undefined },
+      );
+      const options = createProtocol({ store: partial, transactions }).options;
+      expect(() => resolveRouteOptions('here', 'A.b', { atomicPhases: true }, options)).toThrow(
+        'here: atomicPhases: true needs a store that commits its record in your transaction',
+      );
+    }
   });
 
   it('a transactional route has the fixed transactionTimeoutMs lease, and needs the port and a store that completes in it', () => {
@@ -118,7 +164,7 @@ describe('resolveRouteOptions', () => {
       leaseMs: 90,
     });
     expect(() => resolveRouteOptions('here', 'A.b', { transactional: 1 as never }, ready)).toThrow(
-      'here: transactional must be true or false',
+      'here: transactional must be true or false, got 1',
     );
     expect(() => resolveRouteOptions('here', 'A.b', { transactional: true }, base)).toThrow(
       'here: transactional: true needs the module option transactions',
@@ -168,6 +214,7 @@ describe('resolveRouteOptions', () => {
       fingerprintTag: 'r1',
       identity: route,
       transactional: false,
+      atomicPhases: false,
       waitMs: 0,
       leaseMs: 60_000,
     });

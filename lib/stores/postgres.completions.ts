@@ -1,0 +1,117 @@
+import type { PhaseAdvance, RecoveryPoint } from '../interfaces/recovery-point.interface.js';
+import type { OwnedKey } from '../interfaces/idempotency-store.interface.js';
+import type { SqlExecutor } from '../interfaces/idempotency-transactions.interface.js';
+import { derivedName, type PostgresNames } from './postgres.schema.js';
+
+/** The table of recovery points (`atomicPhases` routes), beside the records: `<table>_phases`. */
+export const PHASES_SUFFIX = 'phases';
+
+/**
+ * The recovery points' DDL: one row per key whose phased run has committed a phase and not finished,
+ * the results of its phases by name. A row of its own, not columns of the record's: a claim's row is
+ * deleted when the handler fails and taken over (reset) when its lease lapses, and both must leave the
+ * recovery point for the retry that resumes. It lives for the route's ttl from its last phase.
+ */
+export function phasesSchemaSql({ schema, table }: PostgresNames): string {
+  const t = `"${schema}"."${derivedName(table, PHASES_SUFFIX)}"`;
+  return `CREATE TABLE IF NOT EXISTS ${t} (
+  key text PRIMARY KEY,
+  fingerprint text NOT NULL,
+  results jsonb NOT NULL,
+  expires_at timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS "${derivedName(table, 'phases_expires_at')}" ON ${t} (expires_at);
+`;
+}
+
+/** The recovery point's columns, as the verifier checks them. */
+export const PHASES_COLUMNS: Readonly<Record<string, string>> = {
+  key: 'text',
+  fingerprint: 'text',
+  results: 'jsonb',
+  expires_at: 'timestamp with time zone',
+};
+
+/** The transactional completion's fence on the clock: under REPEATABLE READ a lapsed claim another took must match nothing. */
+const IN_LEASE = ' AND expires_at > clock_timestamp()';
+
+/**
+ * The fenced statements on a claim: they renew it, end it, or advance its recovery point, on the records table
+ * `records` and its phases table `phases`. Each is one statement whose placeholders come in order,
+ * for drivers that number them `?`; an UPDATE's row count is not in every driver's answer (TypeORM
+ * hands back `[rows, count]` for one), so a SELECT counts the changed rows: always one row.
+ */
+export class PostgresCompletions {
+  constructor(
+    private readonly records: string,
+    private readonly phases: string,
+  ) {}
+
+  async renew(sql: SqlExecutor, claims: readonly OwnedKey[], leaseMs: number): Promise<boolean[]> {
+    const rows = (await sql.query(
+      `UPDATE ${this.records} AS r SET expires_at = clock_timestamp() + $1::bigint * interval '1 millisecond'
+       FROM unnest($2::text[], $3::text[]) AS c(key, owner)
+       WHERE r.key = c.key AND r.owner = c.owner AND r.state = 0
+       RETURNING r.key, r.owner`,
+      [leaseMs, claims.map((c) => c.key), claims.map((c) => c.owner)],
+    )) as { key: string; owner: string }[];
+    // An owner holds no newline (a UUID), so owner, newline, key names one pair alone.
+    const renewed = new Set(rows.map((r) => `${r.owner}\n${r.key}`));
+    return claims.map((c) => renewed.has(`${c.owner}\n${c.key}`));
+  }
+
+  /**
+   * A commit lands on the owner's claim, lapsed or not; a completion in the handler's transaction only
+   * `inLease`: `transactionTimeoutMs`, never renewed, past which the work rolls back.
+   */
+  async complete(sql: SqlExecutor, key: string, owner: string, value: Buffer, ttlMs: number, inLease = false): Promise<boolean> {
+    const [row] = (await sql.query(
+      `WITH done AS (UPDATE ${this.records} SET state = 1, owner = NULL, record = $1,
+         expires_at = clock_timestamp() + $2::bigint * interval '1 millisecond'
+       WHERE key = $3 AND owner = $4 AND state = 0${inLease ? IN_LEASE : ''} RETURNING 1)
+       SELECT count(*)::int AS completed FROM done`,
+      [value, ttlMs, key, owner],
+    )) as { completed: number }[];
+    return row.completed === 1;
+  }
+
+  async read(sql: SqlExecutor, key: string): Promise<RecoveryPoint | undefined> {
+    const [row] = (await sql.query(
+      `SELECT fingerprint, results::text AS results FROM ${this.phases} WHERE key = $1 AND expires_at > clock_timestamp()`,
+      [key],
+    )) as { fingerprint: string; results: string }[];
+    return row && { fingerprint: row.fingerprint, results: JSON.parse(row.results) as Record<string, unknown> };
+  }
+
+  /**
+   * Adds a phase's result, fenced: the UPDATE of the caller's own claim (which also renews its lease)
+   * locks its row until the caller's transaction ends, so a retry cannot take the key over between the
+   * fence and COMMIT; a claim that is not the caller's any more matches nothing and adds nothing.
+   */
+  async advance(sql: SqlExecutor, key: string, owner: string, point: PhaseAdvance): Promise<boolean> {
+    const [row] = (await sql.query(
+      `WITH mine AS (UPDATE ${this.records} SET expires_at = clock_timestamp() + $1::bigint * interval '1 millisecond'
+         WHERE key = $2 AND owner = $3 AND state = 0 RETURNING key),
+       point AS (INSERT INTO ${this.phases} AS p (key, fingerprint, results, expires_at)
+         SELECT key, $4, jsonb_build_object($5::text, $6::jsonb), clock_timestamp() + $7::bigint * interval '1 millisecond' FROM mine
+         ON CONFLICT (key) DO UPDATE SET results = p.results || EXCLUDED.results, expires_at = EXCLUDED.expires_at
+         RETURNING 1)
+       SELECT count(*)::int AS advanced FROM point`,
+      [point.leaseMs, key, owner, point.fingerprint, point.phase, point.result, point.ttlMs],
+    )) as { advanced: number }[];
+    return row.advanced === 1;
+  }
+
+  /** The fenced completion, and the recovery point deleted with it: one statement. */
+  async finish(sql: SqlExecutor, key: string, owner: string, value: Buffer, ttlMs: number): Promise<boolean> {
+    const [row] = (await sql.query(
+      `WITH done AS (UPDATE ${this.records} SET state = 1, owner = NULL, record = $1,
+         expires_at = clock_timestamp() + $2::bigint * interval '1 millisecond'
+       WHERE key = $3 AND owner = $4 AND state = 0 RETURNING key),
+       gone AS (DELETE FROM ${this.phases} p USING done WHERE p.key = done.key)
+       SELECT count(*)::int AS completed FROM done`,
+      [value, ttlMs, key, owner],
+    )) as { completed: number }[];
+    return row.completed === 1;
+  }
+}

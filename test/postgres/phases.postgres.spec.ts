@@ -1,0 +1,330 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
+import {
+  Body,
+  type CallHandler,
+  Controller,
+  type ExecutionContext,
+  HttpException,
+  Inject,
+  Injectable,
+  type NestInterceptor,
+  Post,
+  ServiceUnavailableException,
+} from '@nestjs/common';
+import { APP_INTERCEPTOR } from '@nestjs/core';
+import pg from 'pg';
+import { map, type Observable } from 'rxjs';
+import {
+  type IdempotencyModuleOptions,
+  IdempotencyModule,
+  Idempotent,
+  InMemoryStore,
+  PhasedRun,
+  Phases,
+  PostgresStore,
+} from '../../lib/index.js';
+import { ADAPTERS, type AdapterName, listen, useApps } from '../support/app.js';
+import { FakeProvider, type ProviderCharge } from '../support/fake-provider.js';
+import { spyOnLogger } from '../support/logger.js';
+import { PgTransactions } from '../support/pg-transactions.js';
+import { PostgresServer, postgresAvailable } from '../support/postgres-server.js';
+import { sleep } from '../support/timing.js';
+
+const describePg = postgresAvailable('atomic phases PostgreSQL suite') ? describe : describe.skip;
+
+let server: PostgresServer;
+let pool: pg.Pool;
+let provider: FakeProvider;
+
+interface RideBody {
+  rider: string;
+  amount: number;
+}
+
+/** What the next runs do at each step; reset before each test. */
+const hooks: {
+  afterRide?: () => Promise<void> | void;
+  beforeRecord?: (sql: { query(text: string, values: unknown[]): Promise<unknown[]> }) => Promise<void> | void;
+  inFinish?: () => void;
+} = {};
+/** What each run was handed: the phases done before it, the foreign key. */
+const runs: { done: readonly string[]; key?: string }[] = [];
+
+/** The provider call of the phase, as an application makes it: a 402 ends the run, any other failure is retryable. */
+async function chargeCard(amount: number, key: string): Promise<ProviderCharge> {
+  const res = await fetch(`${provider.url}/charges`, {
+    method: 'POST',
+    headers: { 'idempotency-key': key, 'content-type': 'application/json' },
+    body: JSON.stringify({ amount }),
+  });
+  if (res.status === 402) throw new HttpException({ error: 'card declined' }, 402);
+  if (!res.ok) throw new ServiceUnavailableException('payment provider unavailable');
+  return (await res.json()) as ProviderCharge;
+}
+
+@Controller('rides')
+class RidesController {
+  @Post()
+  @Idempotent({ atomicPhases: true })
+  async book(@Body() body: RideBody, @Phases() run: PhasedRun): Promise<object> {
+    const seen: { done: readonly string[]; key?: string } = { done: run.done };
+    runs.push(seen);
+    const ride = await run.phase('ride_created', async (sql) => {
+      const [row] = (await sql.query('INSERT INTO rides (rider, amount) VALUES ($1, $2) RETURNING id', [
+        body.rider,
+        body.amount,
+      ])) as { id: number }[];
+      return { id: row.id, at: new Date(0) };
+    });
+    await hooks.afterRide?.();
+    const chargeId = await run.foreign(
+      'charge_created',
+      (key) => {
+        seen.key = key;
+        return chargeCard(body.amount, key);
+      },
+      async (sql, charge) => {
+        await hooks.beforeRecord?.(sql);
+        await sql.query('UPDATE rides SET charge_id = $1 WHERE id = $2', [charge.id, ride.id]);
+        return charge.id;
+      },
+    );
+    return run.finish(async (sql) => {
+      hooks.inFinish?.();
+      await sql.query('INSERT INTO receipts (ride_id) VALUES ($1)', [ride.id]);
+      // A Date became its JSON string in the recovery point, the same on a fresh run and a resumed one.
+      return { ride: ride.id, charge: chargeId, at: ride.at };
+    });
+  }
+
+  @Post('plain')
+  @Idempotent()
+  plain(@Phases() run: PhasedRun): object {
+    return { done: run.done };
+  }
+}
+
+/** Wraps every body, as a global interceptor does: the record is what goes out, so finish() waits for it. */
+@Injectable()
+class EnvelopeInterceptor implements NestInterceptor {
+  intercept(_: ExecutionContext, next: CallHandler): Observable<unknown> {
+    return next.handle().pipe(map((data: unknown) => ({ data })));
+  }
+}
+
+interface Reply {
+  status: number;
+  text: string;
+  replayed: boolean;
+}
+
+async function book(base: string, key: string, body: RideBody): Promise<Reply> {
+  const res = await fetch(`${base}/rides`, {
+    method: 'POST',
+    headers: { 'idempotency-key': key, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, text: await res.text(), replayed: res.headers.get('idempotent-replayed') === 'true' };
+}
+
+const count = async (text: string, values: unknown[]): Promise<number> =>
+  (await pool.query<{ n: number }>(text, values)).rows[0].n;
+const ridesOf = (rider: string) => count('SELECT count(*)::int AS n FROM rides WHERE rider = $1', [rider]);
+const receiptsOf = (rider: string) =>
+  count('SELECT count(*)::int AS n FROM receipts r JOIN rides d ON d.id = r.ride_id WHERE d.rider = $1', [rider]);
+const pointsOf = (key: string) =>
+  count('SELECT count(*)::int AS n FROM idempotency_records_phases WHERE key LIKE $1', [`%:${key}`]);
+
+describePg('@Idempotent({ atomicPhases: true }) on PostgreSQL: recovery points', () => {
+  const start = useApps();
+  spyOnLogger();
+
+  beforeAll(async () => {
+    server = await PostgresServer.start();
+    pool = new pg.Pool({ connectionString: await server.createDatabase(`phases_${process.pid}`), max: 10 });
+    pool.on('error', () => undefined);
+    await pool.query(`CREATE TABLE rides (id serial PRIMARY KEY, rider text NOT NULL, amount integer NOT NULL, charge_id text);
+      CREATE TABLE receipts (id serial PRIMARY KEY, ride_id integer NOT NULL UNIQUE REFERENCES rides (id))`);
+    provider = await FakeProvider.start();
+  }, 60_000);
+  afterAll(async () => {
+    await provider?.stop();
+    await pool?.end();
+    await server?.destroy();
+  });
+  beforeEach(() => {
+    delete hooks.afterRide;
+    delete hooks.beforeRecord;
+    delete hooks.inFinish;
+    runs.length = 0;
+    provider.failing = 0;
+  });
+
+  async function app(
+    adapter: AdapterName,
+    options: IdempotencyModuleOptions = {},
+  ): Promise<{ base: string; tx: PgTransactions }> {
+    const tx = new PgTransactions(pool);
+    const nest = await start(adapter, {
+      imports: [
+        IdempotencyModule.forRoot({ store: new PostgresStore({ pool, sweepIntervalMs: 0 }), transactions: tx, ...options }),
+      ],
+      controllers: [RidesController],
+      providers: [{ provide: APP_INTERCEPTOR, useClass: EnvelopeInterceptor }],
+    });
+    return { base: await listen(nest), tx };
+  }
+
+  describe.each(ADAPTERS)('%s', (adapter) => {
+    const name = (what: string) => `${adapter}-${what}`;
+
+    it('runs each phase once; a retry replays the response byte for byte; the provider saw one call, with the derived key', async () => {
+      const { base } = await app(adapter);
+      const rider = name('once');
+      const first = await book(base, rider, { rider, amount: 100 });
+      expect(first.status).toBe(201);
+      expect(JSON.parse(first.text)).toEqual({
+        data: { ride: expect.any(Number), charge: expect.stringMatching(/^ch_/), at: new Date(0).toJSON() },
+      });
+      const again = await book(base, rider, { rider, amount: 100 });
+      expect(again).toEqual({ status: 201, text: first.text, replayed: true });
+      expect(runs).toHaveLength(1);
+      const derived = runs[0].key!;
+      expect(derived).toMatch(/^[A-Za-z0-9_-]{43}$/);
+      expect(derived).not.toContain(rider);
+      expect(provider.callsWith(derived)).toBe(1);
+      expect(await ridesOf(rider)).toBe(1);
+      expect(await receiptsOf(rider)).toBe(1);
+      expect(await pointsOf(rider)).toBe(0); // deleted with the record's commit
+    });
+
+    it('a retryable failure frees the key and keeps the recovery point: the retry resumes with the results before it', async () => {
+      const { base } = await app(adapter);
+      const rider = name('resume');
+      provider.failing = 1;
+      const failed = await book(base, rider, { rider, amount: 100 });
+      expect(failed.status).toBe(503);
+      expect(await pointsOf(rider)).toBe(1);
+      const resumed = await book(base, rider, { rider, amount: 100 });
+      expect(resumed.status).toBe(201);
+      expect(runs.map((r) => r.done)).toEqual([[], ['ride_created']]);
+      // The same derived key both times: the provider charged once.
+      expect(runs[1].key).toBe(runs[0].key);
+      expect(provider.callsWith(runs[0].key!)).toBe(2);
+      expect(await ridesOf(rider)).toBe(1);
+      expect(await receiptsOf(rider)).toBe(1);
+      expect(JSON.parse(resumed.text).data.ride).toBe(
+        (await pool.query<{ id: number }>('SELECT id FROM rides WHERE rider = $1', [rider])).rows[0].id,
+      );
+    });
+
+    it('a 4xx thrown inside a phase ends the run: its response is stored and replayed, the provider is not called again', async () => {
+      const { base } = await app(adapter);
+      const rider = name('declined');
+      const declined = await book(base, rider, { rider, amount: 402 });
+      expect(declined.status).toBe(402);
+      expect(JSON.parse(declined.text)).toEqual({ error: 'card declined' });
+      const again = await book(base, rider, { rider, amount: 402 });
+      expect(again).toEqual({ status: 402, text: declined.text, replayed: true });
+      expect(runs).toHaveLength(1);
+      expect(provider.callsWith(runs[0].key!)).toBe(1);
+      expect(await ridesOf(rider)).toBe(1); // the phase before it stays committed
+      expect(await receiptsOf(rider)).toBe(0);
+      expect(await pointsOf(rider)).toBe(0);
+    });
+
+    it('a concurrent duplicate gets 409 while the run is between phases', async () => {
+      const { base } = await app(adapter);
+      const rider = name('conflict');
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      let entered!: () => void;
+      const inside = new Promise<void>((r) => (entered = r));
+      hooks.afterRide = () => {
+        entered();
+        return gate;
+      };
+      const first = book(base, rider, { rider, amount: 100 });
+      await inside;
+      const duplicate = await book(base, rider, { rider, amount: 100 });
+      expect(duplicate.status).toBe(409);
+      release();
+      expect((await first).status).toBe(201);
+      expect(runs).toHaveLength(1);
+    });
+
+    it('a retry with another request under a key whose run is unfinished is refused (422), and the run resumes for its own', async () => {
+      const { base } = await app(adapter);
+      const rider = name('reused');
+      provider.failing = 1;
+      expect((await book(base, rider, { rider, amount: 100 })).status).toBe(503);
+      const other = await book(base, rider, { rider, amount: 999 });
+      expect(other.status).toBe(422);
+      expect(await pointsOf(rider)).toBe(1);
+      expect((await book(base, rider, { rider, amount: 100 })).status).toBe(201);
+      expect(await ridesOf(rider)).toBe(1);
+    });
+
+    it("a phase's transaction that loses a serialization conflict answers 503; the retry resumes there", async () => {
+      const { base } = await app(adapter);
+      const rider = name('serialization');
+      hooks.beforeRecord = async (sql) => {
+        delete hooks.beforeRecord;
+        await sql.query(`DO $$ BEGIN RAISE EXCEPTION 'could not serialize access' USING ERRCODE = '40001'; END $$`, []);
+      };
+      const lost = await book(base, rider, { rider, amount: 100 });
+      expect(lost.status).toBe(503);
+      expect(JSON.parse(lost.text)).toEqual({ error: 'the request could not be committed; retry shortly with the same key' });
+      expect((await book(base, rider, { rider, amount: 100 })).status).toBe(201);
+      expect(runs.map((r) => r.done)).toEqual([[], ['ride_created']]);
+      expect(await pointsOf(rider)).toBe(0);
+      // Called again with the same key after the lost write: the provider answered its first charge.
+      expect(runs[1].key).toBe(runs[0].key);
+      expect(provider.callsWith(runs[0].key!)).toBe(2);
+    });
+
+    it("finish()'s COMMIT fails with its outcome unknown: 503 instead of the response, and after the lease the retry finishes", async () => {
+      const { base, tx } = await app(adapter, { leaseMs: 500 });
+      const rider = name('finish-fails');
+      hooks.inFinish = () => {
+        delete hooks.inFinish;
+        tx.beforeCommit = () => {
+          throw new Error('connection lost during COMMIT');
+        };
+      };
+      const failed = await book(base, rider, { rider, amount: 100 });
+      expect(failed.status).toBe(503);
+      expect(await receiptsOf(rider)).toBe(0);
+      let retry = await book(base, rider, { rider, amount: 100 });
+      for (let i = 0; i < 100 && retry.status === 409; i++) {
+        await sleep(50);
+        retry = await book(base, rider, { rider, amount: 100 });
+      }
+      expect(retry.status).toBe(201);
+      expect(runs.map((r) => r.done)).toEqual([[], ['ride_created', 'charge_created']]);
+      expect(await ridesOf(rider)).toBe(1);
+      expect(await receiptsOf(rider)).toBe(1);
+      expect(provider.callsWith(runs[0].key!)).toBe(1);
+    });
+
+    it('@Phases() on a route without atomicPhases is a 500 (a programming error), its reason not sent', async () => {
+      const { base } = await app(adapter);
+      const res = await fetch(`${base}/rides/plain`, { method: 'POST', headers: { 'idempotency-key': name('plain') } });
+      expect(res.status).toBe(500);
+      expect(await res.text()).not.toContain('atomicPhases');
+    });
+  });
+
+  it('is refused at startup without the transactions port, on a store without recovery points, and with transactional', async () => {
+    const refused = (options: IdempotencyModuleOptions) =>
+      start('express', { imports: [IdempotencyModule.forRoot(options)], controllers: [RidesController] });
+    const store = new PostgresStore({ pool, sweepIntervalMs: 0 });
+    await expect(refused({ store })).rejects.toThrow(/atomicPhases: true needs the module option transactions/);
+    await expect(refused({ store: new InMemoryStore(), transactions: new PgTransactions(pool) })).rejects.toThrow(
+      /atomicPhases: true needs a store that commits its record in your transaction/,
+    );
+    await expect(refused({ store, transactions: new PgTransactions(pool), missingHeader: 'pass-through' })).rejects.toThrow(
+      /atomicPhases: true needs a key on every request/,
+    );
+  });
+});
