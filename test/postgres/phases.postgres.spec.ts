@@ -5,7 +5,6 @@ import {
   Controller,
   type ExecutionContext,
   HttpException,
-  Inject,
   Injectable,
   type NestInterceptor,
   Post,

@@ -23,21 +23,21 @@ export class FakeProvider {
   /** The next this many calls fail with 503 before charging, as an outage would. */
   failing = 0;
 
-  private constructor(
-    private readonly server: Server,
-    readonly url: string,
-  ) {}
+  private readonly server: Server = createServer((req, res) => {
+    void this.handle(req).then(({ status, body }) => {
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(body);
+    });
+  });
+  /** `http://127.0.0.1:<port>`, once started. */
+  url = '';
+
+  private constructor() {}
 
   static async start(): Promise<FakeProvider> {
-    let provider: FakeProvider | undefined;
-    const server = createServer((req, res) => {
-      void provider!.handle(req).then(({ status, body }) => {
-        res.writeHead(status, { 'content-type': 'application/json' });
-        res.end(body);
-      });
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    provider = new FakeProvider(server, `http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    const provider = new FakeProvider();
+    await new Promise<void>((resolve) => provider.server.listen(0, '127.0.0.1', resolve));
+    provider.url = `http://127.0.0.1:${(provider.server.address() as AddressInfo).port}`;
     return provider;
   }
 
