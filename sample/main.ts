@@ -46,7 +46,8 @@ async function ledgerFromEnv() {
     transactionTimeoutMs: numberFromEnv('TRANSACTION_TIMEOUT_MS'),
     latencyMs: numberFromEnv('PAYMENT_PROVIDER_LATENCY_MS') ?? 0,
     rabbitmqUrl: process.env.RABBITMQ_URL || undefined,
-    fault: process.env.FAULT === 'after-commit' ? 'after-commit' : undefined,
+    fault: process.env.FAULT || undefined,
+    providerUrl: process.env.PAYMENT_PROVIDER_URL || undefined,
   });
 }
 
@@ -89,7 +90,9 @@ async function serveOpenApi(app: INestApplication): Promise<void> {
  * DATABASE_URL through TypeORM, exactly-once with STORE=postgres (default), or the cache-style
  * contrast with STORE=redis (REDIS_URL); TRANSACTION_TIMEOUT_MS; PAYMENT_PROVIDER_LATENCY_MS is a
  * pause after the charge is written, inside its transaction; FAULT=after-commit kills the process
- * between COMMIT and the response (for a consumed message: before its ack). RABBITMQ_URL: the ledger
+ * between COMMIT and the response (for a consumed message: before its ack), FAULT=after:ride_created,
+ * before-record:charge_created or after:charge_created at that point of a ride's phases;
+ * PAYMENT_PROVIDER_URL is the rides route's payment provider (default: a stand-in). RABBITMQ_URL: the ledger
  * also consumes charge.requested events from the queue ledger.charge-requests (README, "Message handlers").
  */
 async function bootstrap(): Promise<void> {

@@ -20,6 +20,10 @@ import { ChargesController } from './charges.controller.js';
 import { ChargesService } from './charges.service.js';
 import { Faults } from './faults.js';
 import { LEDGER_OPTIONS, type LedgerOptions } from './ledger.options.js';
+import { PaymentProvider } from './payment.provider.js';
+import { Ride } from './ride.entity.js';
+import { RidesController } from './rides.controller.js';
+import { RidesService } from './rides.service.js';
 
 /** The port, with the crash a test asks for between COMMIT and the response. */
 function crashingAfterCommit(transactions: IdempotencyTransactions, faults: Faults): IdempotencyTransactions {
@@ -34,7 +38,8 @@ function crashingAfterCommit(transactions: IdempotencyTransactions, faults: Faul
 
 /**
  * The second sample: charges in PostgreSQL through TypeORM and `@nestjs-cls/transactional`, made
- * exactly-once by `@Idempotent({ transactional: true })` on PostgresStore. With `store: 'redis'` it
+ * exactly-once by `@Idempotent({ transactional: true })` on PostgresStore, and rides booked in atomic
+ * phases (`@Idempotent({ atomicPhases: true })`) around a payment provider. With `store: 'redis'` it
  * runs the same route on RedisStore instead, as the cache-style contrast.
  */
 @Module({})
@@ -44,7 +49,7 @@ export class LedgerModule {
     return {
       module: LedgerModule,
       imports: [
-        TypeOrmModule.forRoot({ type: 'postgres', url: options.databaseUrl, entities: [Charge], synchronize: true }),
+        TypeOrmModule.forRoot({ type: 'postgres', url: options.databaseUrl, entities: [Charge, Ride], synchronize: true }),
         ClsModule.forRoot({
           global: true,
           middleware: { mount: true },
@@ -65,9 +70,16 @@ export class LedgerModule {
         }),
       ],
       controllers: transactional
-        ? [ChargesController, ...(options.rabbitmqUrl ? [ChargeRequestsConsumer] : [])]
+        ? [ChargesController, RidesController, ...(options.rabbitmqUrl ? [ChargeRequestsConsumer] : [])]
         : [CachedChargesController],
-      providers: [{ provide: LEDGER_OPTIONS, useValue: options }, ChargesService, Faults, AccountIdentityResolver],
+      providers: [
+        { provide: LEDGER_OPTIONS, useValue: options },
+        ChargesService,
+        RidesService,
+        PaymentProvider,
+        Faults,
+        AccountIdentityResolver,
+      ],
     };
   }
 }

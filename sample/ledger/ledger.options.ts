@@ -22,7 +22,12 @@ export interface LedgerOptions {
   rabbitmqUrl?: string;
   /**
    * `'after-commit'`: the process kills itself once the charge is committed, before the response is
-   * sent (or, for a consumed message, before the delivery is acked).
+   * sent (or, for a consumed message, before the delivery is acked); `'after-commit:<n>'` after the
+   * process's n-th transaction (the rides route commits three: a ride's last is its response). On the rides route:
+   * `'after:ride_created'`, `'before-record:charge_created'` (the provider charged, its answer not yet
+   * recorded) and `'after:charge_created'`.
    */
-  fault?: 'after-commit';
+  fault?: string;
+  /** The payment provider of the rides route (`POST <url>/charges`); without it, a stand-in in the process. */
+  providerUrl?: string;
 }
