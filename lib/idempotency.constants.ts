@@ -3,6 +3,10 @@ export const IDEMPOTENCY_MODULE_OPTIONS = Symbol('IDEMPOTENCY_MODULE_OPTIONS');
 
 /** Metadata key under which `@Idempotent()` stores its per-route options. */
 export const IDEMPOTENT_ROUTE_METADATA = 'nestjs-idempotency:route';
+/** Metadata key of `@PhasedWorkflow()`: the workflow's name on its method. */
+export const PHASED_WORKFLOW_METADATA = 'nestjs-idempotency:workflow';
+/** The recovery point's name for the result of `finish()` once a completer ran it (no phase may take it). */
+export const FINISHED = 'finish()';
 
 /**
  * Safe methods (RFC 9110 §9.2.1) change nothing, so there is nothing to deduplicate: `@Idempotent()`
@@ -40,6 +44,8 @@ export const DEFAULT_WAIT_MS = 5_000;
 export const DEFAULT_MAX_WAITERS = 1_000;
 /** How long a claim is renewed for a handler that has not finished (10 min, or `leaseMs` when longer). */
 export const DEFAULT_MAX_HOLD_MS = 600_000;
+/** The completer's defaults: a pass a minute, runs idle for a minute, ten runs a pass. */
+export const DEFAULT_COMPLETER = { intervalMs: 60_000, idleMs: 60_000, batch: 10 } as const;
 /** The longest delay Node's timers can wait (2^31 - 1 ms, about 24.8 days); past it they fire after 1 ms. */
 export const MAX_TIMER_MS = 2_147_483_647;
 /** The longest `ttlMs`: 365 days. */

@@ -126,6 +126,9 @@ export const LOGS = {
   postgresIdleError: (reason: string) => `an idle PostgreSQL connection failed; the pool replaces it: ${reason}`,
   sweepFailed: (reason: string) => `sweeping expired idempotency rows failed; the next sweep tries again: ${reason}`,
   redisUp: 'Redis reachable again',
+  completerUnknown: (workflow: string) => `an abandoned run of ${workflow} waits: no @PhasedWorkflow('${workflow}') here`,
+  completerFinished: (workflow: string) => `the completer drove an abandoned run of ${workflow} through its last phase`,
+  completerFailed: (workflow: string, reason: string) => `completing a run of ${workflow} failed; tried again later: ${reason}`,
   listenFailed: (reason: string) => `waiting duplicates are woken by this process only (the store's listener failed): ${reason}`,
   listening: 'waiting duplicates are woken by every process again (the store listens)',
   announceFailed: (reason: string) => `a settled key was not announced (waiters elsewhere wait out waitMs): ${reason}`,
@@ -150,7 +153,7 @@ export const FAILURES = {
   postgresSchema: (reason: string) => `PostgresStore: the schema could not be created: ${reason}`,
   noRows: 'the transactions executor returned neither rows nor a result with rows: give clsTransactions() a query that does',
   leaseOver: 'the transaction timeout passed before the response was complete',
-  phaseName: (max: number) => `a phase's name must be a string of 1 to ${max} characters`,
+  phaseName: (max: number) => `a phase's name must be a string of 1 to ${max} characters, not finish()`,
   noRun: '@Phases() is given only to handlers of @Idempotent({ atomicPhases: true }) routes',
   phaseTwice: (name: string) => `${name} was used twice in one run, or after finish(): each name once, finish() last`,
   noPing: (store: string) => `${store} has no ping(), so its health cannot be checked (see IdempotencyStore)`,
@@ -198,8 +201,7 @@ export const CONFIG_ERRORS = {
   replayedHeader: 'replayedHeader must be a header name (an HTTP token) or false',
   errorBody: 'errorBody must be a function ({ status, code, message }) => body',
   encryption: 'encryption must be { keys: { <id>: <32-byte Buffer> }, current: <id> }',
-  encryptionKeyId: (id: string) =>
-    `encryption key id ${JSON.stringify(id.slice(0, 70))} must be 1 to 64 characters of A-Z a-z 0-9 . _ -`,
+  encryptionKeyId: (id: string) => `encryption key id ${JSON.stringify(id.slice(0, 70))} must be 1 to 64 of A-Z a-z 0-9 . _ -`,
   encryptionKey: (id: string) => `encryption key ${id} must be 32 bytes (a Buffer or Uint8Array) for AES-256-GCM`,
   encryptionCurrent: 'encryption.current must be the id of one of encryption.keys',
   events: 'events must be a function (event) => void or an injectable class with onIdempotencyEvent(event)',
@@ -215,13 +217,12 @@ export const CONFIG_ERRORS = {
     `${key} is an option of ${registration} itself; the options its factory returns cannot change how the module is registered`,
   asyncNeedsFactory: 'IdempotencyModule.forRootAsync() needs useFactory, useClass or useExisting',
   sse: 'an @Sse() stream cannot be stored and replayed',
-  safeMethod:
-    'GET, HEAD, OPTIONS and other safe methods change nothing and need no idempotency key; use it on POST, PUT, PATCH or DELETE',
-  ownResponse:
-    '@Res()/@Next() without { passthrough: true } leaves the response to the handler; use passthrough or return the body',
+  safeMethod: 'GET, HEAD, OPTIONS and other safe methods change nothing and need no key; use it on POST, PUT, PATCH or DELETE',
+  ownResponse: '@Res()/@Next() without { passthrough: true } leaves the response to the handler; return the body instead',
   transactions: 'transactions must be an IdempotencyTransactions: an object with run(work), e.g. clsTransactions(txHost)',
-  phasesNeedKey:
-    "atomicPhases: true needs a key on every request: missingHeader 'pass-through' would run phases nobody can resume",
+  phasesNeedKey: "atomicPhases: true needs a key on every request: missingHeader 'pass-through' runs phases nobody can resume",
+  completer: 'completer must be an object: { intervalMs?, idleMs?, batch? }',
+  workflowName: '@PhasedWorkflow() needs a name of 1 to 100 letters, digits, _ . : or -',
   phasesTransactional: 'atomicPhases and transactional exclude each other: each phase is a transaction of its own',
   noTransactions: (option: string) =>
     `${option}: true needs the module option transactions, e.g. transactions: clsTransactions(txHost) (README: "Exactly-once with your database")`,
@@ -235,8 +236,7 @@ export const CONFIG_ERRORS = {
   keyFrom: 'keyFrom must be a function (data, context) => string, the message id',
   notARoute:
     'only the route and message handlers of controllers and GraphQL mutation resolvers are deduplicated; on a provider method (a service) it would do nothing, so it is refused; remove the decorator (IdempotencyInbox.run() deduplicates any other code)',
-  notAMutation: (type: string) =>
-    `a GraphQL ${type} resolver is not deduplicated (only mutations change anything); remove the decorator`,
+  notAMutation: (type: string) => `a GraphQL ${type} resolver is not deduplicated (only mutations change anything)`,
   transactionalStreamType: 'transactional: true cannot return a StreamableFile: a stream cannot be recorded before COMMIT',
   maxEntries: (got: unknown) => `InMemoryStore: maxEntries must be a positive integer, got ${shown(got)}`,
   quotas: 'InMemoryStore: prefixQuotas needs non-empty prefixes and non-negative integer quotas',

@@ -46,6 +46,7 @@ import { RouteOptionsRegistry } from './route-options.registry.js';
 import { TransactionFailures } from './transaction.failures.js';
 import { TransactionRunner } from './transaction.runner.js';
 import { PhasedRunner } from './phased.runner.js';
+import { IdempotencyCompleter } from './idempotency.completer.js';
 import { InMemoryStore } from './stores/in-memory.store.js';
 
 /** The options as the user gave them; resolved (and validated) when the application starts. */
@@ -87,6 +88,7 @@ const PROVIDERS = [
   ResponseSealer,
   IdempotencyAdmin,
   IdempotencyInbox,
+  IdempotencyCompleter,
   IdempotencyHealthIndicator,
   IdempotencyObserver,
   OutcomeReporter,
@@ -119,6 +121,7 @@ const EXPORTS = [
   ResponseSealer,
   IdempotencyAdmin,
   IdempotencyInbox,
+  IdempotencyCompleter,
   IdempotencyHealthIndicator,
   IdempotencyObserver,
   IdempotencyService,

@@ -85,8 +85,11 @@ export type { TransactionHostLike, TransactionQuery } from './transactions/cls.t
 
 // Recovery points: handlers in atomic phases
 export { Phases } from './decorators/phases.decorator.js';
+export { PhasedWorkflow } from './decorators/phased-workflow.decorator.js';
 export { PhasedRun } from './phases/phased.run.js';
-export type { PhaseAdvance, RecoveryPoint } from './interfaces/recovery-point.interface.js';
+export { IdempotencyCompleter } from './idempotency.completer.js';
+export type { CompleterOptions } from './interfaces/idempotency-module-options.interface.js';
+export type { AbandonedRun, PhaseAdvance, RecoveryPoint } from './interfaces/recovery-point.interface.js';
 
 // The names of 0.x, kept working with one warning each until 1.0 (see CHANGELOG.md)
 export { InMemoryCache, RedisCache } from './stores/deprecated.aliases.js';

@@ -139,6 +139,22 @@ export interface IdempotencyModuleOptions {
   waitMs?: number;
   /** With `inFlight: 'wait'`: duplicates waiting at once in this process; one more gets 409 at once. Default 1 000. */
   maxWaiters?: number;
+  /**
+   * Runs `IdempotencyCompleter` in this process: it finds `@PhasedWorkflow()` runs of `atomicPhases`
+   * routes that nobody finished (the process died, the client gave up) and drives them through their
+   * last phase. Off by default; `{}` takes the defaults. See the README, "Recovery points".
+   */
+  completer?: CompleterOptions;
+}
+
+/** How `IdempotencyCompleter` looks for abandoned runs. */
+export interface CompleterOptions {
+  /** How often it looks, in ms; `0`: never by itself (call `completeAbandoned()`). Default 60 000. */
+  intervalMs?: number;
+  /** How long a run must have made no progress, and held no claim, to count as abandoned, in ms. Default 60 000. */
+  idleMs?: number;
+  /** The most runs it drives per look, one after the other. Default 10. */
+  batch?: number;
 }
 
 /** `forRoot()` argument: the options plus how the module is registered. */

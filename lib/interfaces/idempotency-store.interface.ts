@@ -1,4 +1,4 @@
-import type { PhaseAdvance, RecoveryPoint } from './recovery-point.interface.js';
+import type { AbandonedRun, PhaseAdvance, RecoveryPoint } from './recovery-point.interface.js';
 import type { SqlExecutor } from './idempotency-transactions.interface.js';
 import type { StoredResponse } from './stored-response.interface.js';
 
@@ -119,6 +119,12 @@ export interface IdempotencyStore {
    * caller's any more. The claim stays locked until that transaction ends.
    */
   advanceIn?(sql: SqlExecutor, key: string, owner: string, point: PhaseAdvance): Promise<boolean>;
+  /**
+   * Takes up to `limit` abandoned runs of a `@PhasedWorkflow()`: recovery point live and unfinished,
+   * untouched for `idleMs`, key not held by a live claim. Marks each touched, so it is taken again
+   * only `idleMs` later, and by one process at a time. For `IdempotencyCompleter`.
+   */
+  abandonedRuns?(idleMs: number, limit: number): Promise<AbandonedRun[]>;
   /** {@link completeIn} that also deletes the key's recovery point: the phased run's last statement. */
   finishIn?(sql: SqlExecutor, key: string, owner: string, record: IdempotencyRecord, ttlMs: number): Promise<boolean>;
   /**

@@ -4,6 +4,15 @@ export interface RecoveryPoint {
   readonly fingerprint: string;
   /** Each committed phase's result, by phase name, as JSON values. */
   readonly results: Readonly<Record<string, unknown>>;
+  /** The `@PhasedWorkflow()` the run is, when it is one: what a completer runs again, with its `input`. */
+  readonly workflow?: string;
+  readonly input?: unknown;
+}
+
+/** A run no client finished: its key is free, its recovery point unfinished (see `IdempotencyCompleter`). */
+export interface AbandonedRun extends RecoveryPoint {
+  /** The store key. */
+  readonly key: string;
 }
 
 /** One phase's result, as a store adds it to the recovery point of the caller's claim. */
@@ -12,6 +21,9 @@ export interface PhaseAdvance {
   readonly phase: string;
   /** The result as JSON text. */
   readonly result: string;
+  /** The run's `@PhasedWorkflow()` and its input as JSON text, kept from the first phase on. */
+  readonly workflow?: string;
+  readonly input?: string;
   /** The claim's lease, renewed by the same statement. */
   readonly leaseMs: number;
   /** How long the recovery point is kept from now: the route's ttl. */

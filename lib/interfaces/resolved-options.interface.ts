@@ -1,6 +1,7 @@
 import type { IdempotencyErrorBody } from './idempotency-error.interface.js';
 import type { ResolvedEncryption } from './idempotency-encryption.interface.js';
 import type { IdempotencyEventsOption } from './idempotency-event.interface.js';
+import type { CompleterOptions } from './idempotency-module-options.interface.js';
 import type { IdempotencyStore } from './idempotency-store.interface.js';
 import type { IdempotencyTransactions } from './idempotency-transactions.interface.js';
 import type {
@@ -48,6 +49,8 @@ export interface ResolvedIdempotencyOptions {
   readonly inFlight: InFlightPolicy;
   readonly waitMs: number;
   readonly maxWaiters: number;
+  /** `IdempotencyCompleter`'s: `intervalMs` is `0` unless the `completer` option is given. */
+  readonly completer: Readonly<Required<CompleterOptions>>;
 }
 
 /** The options one route runs with: the module's, overridden by its `@Idempotent()` options. */

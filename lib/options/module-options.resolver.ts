@@ -21,6 +21,7 @@ import type { IdempotencyModuleOptions } from '../interfaces/idempotency-module-
 import type { IdempotencyStore } from '../interfaces/idempotency-store.interface.js';
 import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
 import {
+  completerOption,
   booleanOption,
   errorBodyOption,
   errorFormat,
@@ -71,6 +72,7 @@ const MODULE_KEYS = [
   'inFlight',
   'waitMs',
   'maxWaiters',
+  'completer',
 ] as const;
 
 /**
@@ -160,5 +162,6 @@ export function resolveModuleOptions(
     inFlight: inFlightPolicy(where, options.inFlight, 'conflict'),
     waitMs: integerIn(where, 'waitMs', options.waitMs, DEFAULT_WAIT_MS, 1, MAX_TIMER_MS),
     maxWaiters: integerIn(where, 'maxWaiters', options.maxWaiters, DEFAULT_MAX_WAITERS, 1, 1_000_000),
+    completer: completerOption(where, options.completer),
   };
 }

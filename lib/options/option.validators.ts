@@ -1,5 +1,6 @@
 import { CONFIG_ERRORS } from '../idempotency.messages.js';
-import { DEFAULT_PROBLEM_TYPE_BASE_URL } from '../idempotency.constants.js';
+import { DEFAULT_COMPLETER, DEFAULT_PROBLEM_TYPE_BASE_URL, MAX_TIMER_MS } from '../idempotency.constants.js';
+import type { CompleterOptions } from '../interfaces/idempotency-module-options.interface.js';
 import type { IdempotencyEventsOption } from '../interfaces/idempotency-event.interface.js';
 import type { IdempotencyEncryption, ResolvedEncryption } from '../interfaces/idempotency-encryption.interface.js';
 import type {
@@ -177,4 +178,17 @@ const SQL_IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 export function sqlIdentifier(where: string, name: string, value: unknown): string {
   if (typeof value !== 'string' || !SQL_IDENTIFIER.test(value)) fail(where, CONFIG_ERRORS.identifier(name));
   return value;
+}
+
+/** The completer's options: off (no interval) unless given. */
+export function completerOption(where: string, value: unknown): Required<CompleterOptions> {
+  if (value === undefined) return { ...DEFAULT_COMPLETER, intervalMs: 0 };
+  if (value === null || typeof value !== 'object') fail(where, CONFIG_ERRORS.completer);
+  const given = value as CompleterOptions;
+  refuseUnknownKeys(`${where} completer`, given, Object.keys(DEFAULT_COMPLETER), undefined);
+  return {
+    intervalMs: integerIn(where, 'completer.intervalMs', given.intervalMs, DEFAULT_COMPLETER.intervalMs, 0, MAX_TIMER_MS),
+    idleMs: integerIn(where, 'completer.idleMs', given.idleMs, DEFAULT_COMPLETER.idleMs, 0, MAX_TIMER_MS),
+    batch: integerIn(where, 'completer.batch', given.batch, DEFAULT_COMPLETER.batch, 1, 1_000),
+  };
 }

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { LeaseLost } from '../exceptions/lease-lost.error.js';
+import { FINISHED } from '../idempotency.constants.js';
 import { FAILURES } from '../idempotency.messages.js';
 import type { ActiveClaim } from '../interfaces/active-claim.interface.js';
 import type { IdempotencyRecord, IdempotencyStore } from '../interfaces/idempotency-store.interface.js';
@@ -48,14 +49,27 @@ export class PhasedRun {
   private readonly results: Readonly<Record<string, unknown>>;
   private readonly used = new Set<string>();
   private finishing: Finishing | undefined;
+  /** The run's `@PhasedWorkflow()`, stored with its first phase for a completer. */
+  private workflow: { name: string; input: string } | undefined;
 
+  /** `completing`: a completer drives the run, with no client to answer; `finish()` is then a phase. */
   constructor(
     private readonly claim: ActiveClaim,
     point: RecoveryPoint | undefined,
     private readonly backend: PhaseBackend,
+    private readonly completing = false,
   ) {
     this.results = point?.results ?? {};
-    this.done = Object.keys(this.results);
+    this.done = Object.keys(this.results).filter((name) => name !== FINISHED);
+  }
+
+  /**
+   * Names the run a resumable workflow with its input (JSON), kept with its recovery point so that
+   * `IdempotencyCompleter` can drive it to its end when no client comes back. `@PhasedWorkflow()`
+   * calls it; call it yourself before the first phase only to name a workflow by hand.
+   */
+  resumable(workflow: string, input: unknown): void {
+    this.workflow ??= { name: workflow, input: JSON.stringify(input ?? null) };
   }
 
   /**
@@ -100,7 +114,10 @@ export class PhasedRun {
    * record of it commits with `respond`'s writes, and the recovery point is deleted, or nothing does.
    */
   finish<T>(respond: (sql: SqlExecutor) => T | Promise<T>): Promise<T> {
-    if (this.finishing) return Promise.reject(new Error(FAILURES.phaseTwice('finish()')));
+    if (this.finishing) return Promise.reject(new Error(FAILURES.phaseTwice(FINISHED)));
+    // A completer ran it: its writes are committed, and its value is the response to render now.
+    if (Object.hasOwn(this.results, FINISHED)) return Promise.resolve(this.results[FINISHED] as T);
+    if (this.completing) return this.advance(FINISHED, respond);
     const finishing: Finishing = { handedOver: false, deliver: () => {}, abandon: () => {}, outcome: Promise.resolve() };
     const response = new Promise<StoredResponse>((resolve, reject) => {
       finishing.deliver = resolve;
@@ -155,7 +172,16 @@ export class PhasedRun {
     const { claim, backend } = this;
     const result = await backend.transactions.run(async (sql) => {
       const json = JSON.stringify((await this.guard(() => work(sql))) ?? null);
-      const point = { fingerprint: claim.fingerprint, phase: name, result: json, leaseMs: claim.leaseMs, ttlMs: claim.ttlMs };
+      const { leaseMs, ttlMs, fingerprint } = claim;
+      const point = {
+        fingerprint,
+        phase: name,
+        result: json,
+        leaseMs,
+        ttlMs,
+        workflow: this.workflow?.name,
+        input: this.workflow?.input,
+      };
       if (!(await backend.store.advanceIn!(sql, claim.storeKey, claim.owner, point))) throw new LeaseLost();
       return json;
     });
@@ -173,7 +199,7 @@ export class PhasedRun {
   }
 
   private use(name: string): void {
-    if (typeof name !== 'string' || name.length === 0 || name.length > MAX_PHASE_NAME) {
+    if (typeof name !== 'string' || name.length === 0 || name.length > MAX_PHASE_NAME || name === FINISHED) {
       throw new Error(FAILURES.phaseName(MAX_PHASE_NAME));
     }
     if (this.used.has(name)) throw new Error(FAILURES.phaseTwice(name));

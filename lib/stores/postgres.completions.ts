@@ -1,4 +1,5 @@
-import type { PhaseAdvance, RecoveryPoint } from '../interfaces/recovery-point.interface.js';
+import { FINISHED } from '../idempotency.constants.js';
+import type { AbandonedRun, PhaseAdvance, RecoveryPoint } from '../interfaces/recovery-point.interface.js';
 import type { OwnedKey } from '../interfaces/idempotency-store.interface.js';
 import type { SqlExecutor } from '../interfaces/idempotency-transactions.interface.js';
 import { derivedName, type PostgresNames } from './postgres.schema.js';
@@ -18,10 +19,28 @@ export function phasesSchemaSql({ schema, table }: PostgresNames): string {
   key text PRIMARY KEY,
   fingerprint text NOT NULL,
   results jsonb NOT NULL,
+  workflow text,
+  input jsonb,
+  updated_at timestamptz NOT NULL,
   expires_at timestamptz NOT NULL
 );
 CREATE INDEX IF NOT EXISTS "${derivedName(table, 'phases_expires_at')}" ON ${t} (expires_at);
 `;
+}
+
+/** What a recovery point's row is read as. */
+const POINT_COLUMNS = 'fingerprint, results::text AS results, workflow, input::text AS input';
+
+interface PointRow {
+  fingerprint: string;
+  results: string;
+  workflow: string | null;
+  input: string | null;
+}
+
+function pointOf(row: PointRow): RecoveryPoint {
+  const point = { fingerprint: row.fingerprint, results: JSON.parse(row.results) as Record<string, unknown> };
+  return row.workflow === null ? point : { ...point, workflow: row.workflow, input: JSON.parse(row.input ?? 'null') as unknown };
 }
 
 /** The recovery point's columns, as the verifier checks them. */
@@ -29,6 +48,9 @@ export const PHASES_COLUMNS: Readonly<Record<string, string>> = {
   key: 'text',
   fingerprint: 'text',
   results: 'jsonb',
+  workflow: 'text',
+  input: 'jsonb',
+  updated_at: 'timestamp with time zone',
   expires_at: 'timestamp with time zone',
 };
 
@@ -77,10 +99,29 @@ export class PostgresCompletions {
 
   async read(sql: SqlExecutor, key: string): Promise<RecoveryPoint | undefined> {
     const [row] = (await sql.query(
-      `SELECT fingerprint, results::text AS results FROM ${this.phases} WHERE key = $1 AND expires_at > clock_timestamp()`,
+      `SELECT ${POINT_COLUMNS} FROM ${this.phases} WHERE key = $1 AND expires_at > clock_timestamp()`,
       [key],
-    )) as { fingerprint: string; results: string }[];
-    return row && { fingerprint: row.fingerprint, results: JSON.parse(row.results) as Record<string, unknown> };
+    )) as PointRow[];
+    return row && pointOf(row);
+  }
+
+  /**
+   * Takes up to `limit` runs of a workflow whose recovery point is live, not finished, untouched for
+   * `idleMs`, and whose key no live claim holds (its process died, its client gave up): marks them
+   * touched, so pods sweeping at once (`SKIP LOCKED`) and a run that fails again wait `idleMs` more.
+   */
+  async abandoned(sql: SqlExecutor, idleMs: number, limit: number): Promise<AbandonedRun[]> {
+    const rows = (await sql.query(
+      `WITH taken AS (SELECT p.key FROM ${this.phases} p
+         WHERE p.workflow IS NOT NULL AND p.expires_at > clock_timestamp() AND p.results -> '${FINISHED}' IS NULL
+           AND p.updated_at <= clock_timestamp() - $1::bigint * interval '1 millisecond'
+           AND NOT EXISTS (SELECT 1 FROM ${this.records} r WHERE r.key = p.key AND r.expires_at > clock_timestamp())
+         ORDER BY p.updated_at LIMIT $2 FOR UPDATE OF p SKIP LOCKED)
+       UPDATE ${this.phases} p SET updated_at = clock_timestamp() FROM taken WHERE p.key = taken.key
+       RETURNING p.key, p.fingerprint, p.results::text AS results, p.workflow, p.input::text AS input`,
+      [idleMs, limit],
+    )) as (PointRow & { key: string })[];
+    return rows.map((row) => ({ key: row.key, ...pointOf(row) }));
   }
 
   /**
@@ -92,12 +133,24 @@ export class PostgresCompletions {
     const [row] = (await sql.query(
       `WITH mine AS (UPDATE ${this.records} SET expires_at = clock_timestamp() + $1::bigint * interval '1 millisecond'
          WHERE key = $2 AND owner = $3 AND state = 0 RETURNING key),
-       point AS (INSERT INTO ${this.phases} AS p (key, fingerprint, results, expires_at)
-         SELECT key, $4, jsonb_build_object($5::text, $6::jsonb), clock_timestamp() + $7::bigint * interval '1 millisecond' FROM mine
-         ON CONFLICT (key) DO UPDATE SET results = p.results || EXCLUDED.results, expires_at = EXCLUDED.expires_at
+       point AS (INSERT INTO ${this.phases} AS p (key, fingerprint, results, workflow, input, updated_at, expires_at)
+         SELECT key, $4, jsonb_build_object($5::text, $6::jsonb), $7, $8::jsonb, clock_timestamp(),
+           clock_timestamp() + $9::bigint * interval '1 millisecond' FROM mine
+         ON CONFLICT (key) DO UPDATE SET results = p.results || EXCLUDED.results, workflow = coalesce(p.workflow, EXCLUDED.workflow),
+           input = coalesce(p.input, EXCLUDED.input), updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at
          RETURNING 1)
        SELECT count(*)::int AS advanced FROM point`,
-      [point.leaseMs, key, owner, point.fingerprint, point.phase, point.result, point.ttlMs],
+      [
+        point.leaseMs,
+        key,
+        owner,
+        point.fingerprint,
+        point.phase,
+        point.result,
+        point.workflow ?? null,
+        point.input ?? null,
+        point.ttlMs,
+      ],
     )) as { advanced: number }[];
     return row.advanced === 1;
   }

@@ -9,7 +9,7 @@ import type {
   PeekedEntry,
 } from '../interfaces/idempotency-store.interface.js';
 import type { SqlExecutor } from '../interfaces/idempotency-transactions.interface.js';
-import type { PhaseAdvance, RecoveryPoint } from '../interfaces/recovery-point.interface.js';
+import type { AbandonedRun, PhaseAdvance, RecoveryPoint } from '../interfaces/recovery-point.interface.js';
 import {
   DEFAULT_POOL_SIZE,
   type PostgresPoolLike,
@@ -150,6 +150,10 @@ export class PostgresStore implements IdempotencyStore {
   /** Recovery points (`atomicPhases`): read on the pool, advanced and finished in the phase's transaction. */
   recoveryPoint(key: string): Promise<RecoveryPoint | undefined> {
     return this.completions.read(this.executor(NORMAL), key);
+  }
+
+  abandonedRuns(idleMs: number, limit: number): Promise<AbandonedRun[]> {
+    return this.completions.abandoned(this.executor(NORMAL), idleMs, limit);
   }
 
   advanceIn(sql: SqlExecutor, key: string, owner: string, point: PhaseAdvance): Promise<boolean> {

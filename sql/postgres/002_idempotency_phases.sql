@@ -5,6 +5,9 @@ CREATE TABLE IF NOT EXISTS "public"."idempotency_records_phases" (
   key text PRIMARY KEY,
   fingerprint text NOT NULL,
   results jsonb NOT NULL,
+  workflow text,
+  input jsonb,
+  updated_at timestamptz NOT NULL,
   expires_at timestamptz NOT NULL
 );
 CREATE INDEX IF NOT EXISTS "idempotency_records_phases_expires_at" ON "public"."idempotency_records_phases" (expires_at);

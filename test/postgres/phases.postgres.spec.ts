@@ -5,6 +5,8 @@ import {
   Controller,
   type ExecutionContext,
   HttpException,
+  Inject,
+  type INestApplication,
   Injectable,
   type NestInterceptor,
   Post,
@@ -15,10 +17,12 @@ import pg from 'pg';
 import { map, type Observable } from 'rxjs';
 import {
   type IdempotencyModuleOptions,
+  IdempotencyCompleter,
   IdempotencyModule,
   Idempotent,
   InMemoryStore,
   PhasedRun,
+  PhasedWorkflow,
   Phases,
   PostgresStore,
 } from '../../lib/index.js';
@@ -61,11 +65,11 @@ async function chargeCard(amount: number, key: string): Promise<ProviderCharge> 
   return (await res.json()) as ProviderCharge;
 }
 
-@Controller('rides')
-class RidesController {
-  @Post()
-  @Idempotent({ atomicPhases: true })
-  async book(@Body() body: RideBody, @Phases() run: PhasedRun): Promise<object> {
+/** The ride's phases as a resumable workflow: what a completer runs again with the stored input. */
+@Injectable()
+class RideBooking {
+  @PhasedWorkflow('book-ride')
+  async book(run: PhasedRun, body: RideBody): Promise<object> {
     const seen: { done: readonly string[]; key?: string } = { done: run.done };
     runs.push(seen);
     const ride = await run.phase('ride_created', async (sql) => {
@@ -94,6 +98,17 @@ class RidesController {
       // A Date became its JSON string in the recovery point, the same on a fresh run and a resumed one.
       return { ride: ride.id, charge: chargeId, at: ride.at };
     });
+  }
+}
+
+@Controller('rides')
+class RidesController {
+  constructor(@Inject(RideBooking) private readonly booking: RideBooking) {}
+
+  @Post()
+  @Idempotent({ atomicPhases: true })
+  book(@Body() body: RideBody, @Phases() run: PhasedRun): Promise<object> {
+    return this.booking.book(run, { rider: body.rider, amount: body.amount });
   }
 
   @Post('plain')
@@ -162,16 +177,16 @@ describePg('@Idempotent({ atomicPhases: true }) on PostgreSQL: recovery points',
   async function app(
     adapter: AdapterName,
     options: IdempotencyModuleOptions = {},
-  ): Promise<{ base: string; tx: PgTransactions }> {
+  ): Promise<{ base: string; tx: PgTransactions; nest: INestApplication }> {
     const tx = new PgTransactions(pool);
     const nest = await start(adapter, {
       imports: [
         IdempotencyModule.forRoot({ store: new PostgresStore({ pool, sweepIntervalMs: 0 }), transactions: tx, ...options }),
       ],
       controllers: [RidesController],
-      providers: [{ provide: APP_INTERCEPTOR, useClass: EnvelopeInterceptor }],
+      providers: [RideBooking, { provide: APP_INTERCEPTOR, useClass: EnvelopeInterceptor }],
     });
-    return { base: await listen(nest), tx };
+    return { base: await listen(nest), tx, nest };
   }
 
   describe.each(ADAPTERS)('%s', (adapter) => {
@@ -306,6 +321,83 @@ describePg('@Idempotent({ atomicPhases: true }) on PostgreSQL: recovery points',
       expect(provider.callsWith(runs[0].key!)).toBe(1);
     });
 
+    it('the completer drives an abandoned run through its last phase with no client; the retry renders the response from it', async () => {
+      const { base, nest } = await app(adapter, { completer: { intervalMs: 0, idleMs: 0 } });
+      const completer = nest.get(IdempotencyCompleter);
+      const rider = name('completed');
+      provider.failing = 1;
+      expect((await book(base, rider, { rider, amount: 100 })).status).toBe(503);
+      expect(await completer.completeAbandoned()).toBe(1);
+      // Charged and receipted by the completer: the provider called again with the run's key.
+      expect(runs.map((r) => r.done)).toEqual([[], ['ride_created']]);
+      expect(provider.callsWith(runs[0].key!)).toBe(2);
+      expect(await receiptsOf(rider)).toBe(1);
+      expect(await completer.completeAbandoned()).toBe(0); // finished runs are not taken again
+      const answered = await book(base, rider, { rider, amount: 100 });
+      expect(answered.status).toBe(201);
+      expect(answered.replayed).toBe(false);
+      expect(JSON.parse(answered.text).data).toMatchObject({ charge: expect.stringMatching(/^ch_/), at: new Date(0).toJSON() });
+      expect(runs.at(-1)!.done).toEqual(['ride_created', 'charge_created']);
+      expect(await receiptsOf(rider)).toBe(1);
+      expect(await ridesOf(rider)).toBe(1);
+      expect(provider.callsWith(runs[0].key!)).toBe(2);
+      expect(await pointsOf(rider)).toBe(0);
+      expect(await book(base, rider, { rider, amount: 100 })).toEqual({ ...answered, replayed: true });
+    });
+
+    it('the completer and a client never run a run at once: whoever claims the key first runs it, the other waits its turn', async () => {
+      const { base, nest } = await app(adapter, { completer: { intervalMs: 0, idleMs: 0 } });
+      const completer = nest.get(IdempotencyCompleter);
+      const rider = name('no-race');
+      provider.failing = 1;
+      expect((await book(base, rider, { rider, amount: 100 })).status).toBe(503);
+      // A client holds the key: the run is not abandoned.
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      let entered!: () => void;
+      const inside = new Promise<void>((r) => (entered = r));
+      hooks.afterRide = () => {
+        entered();
+        return gate;
+      };
+      const client = book(base, rider, { rider, amount: 100 });
+      await inside;
+      expect(await completer.completeAbandoned()).toBe(0);
+      release();
+      expect((await client).status).toBe(201);
+      // Now the completer holds a run's key: the client's request is a 409 meanwhile.
+      const other = name('no-race-2');
+      provider.failing = 1;
+      delete hooks.afterRide;
+      expect((await book(base, other, { rider: other, amount: 100 })).status).toBe(503);
+      let resume!: () => void;
+      const held = new Promise<void>((r) => (resume = r));
+      let holding!: () => void;
+      const completerInside = new Promise<void>((r) => (holding = r));
+      hooks.afterRide = () => {
+        holding();
+        return held;
+      };
+      const completing = completer.completeAbandoned();
+      await completerInside;
+      expect((await book(base, other, { rider: other, amount: 100 })).status).toBe(409);
+      resume();
+      expect(await completing).toBe(1);
+      delete hooks.afterRide;
+      expect((await book(base, other, { rider: other, amount: 100 })).status).toBe(201);
+      expect(await receiptsOf(other)).toBe(1);
+      expect(await ridesOf(other)).toBe(1);
+    });
+
+    it('the completer looks by itself every intervalMs', async () => {
+      const { base } = await app(adapter, { completer: { intervalMs: 50, idleMs: 0 } });
+      const rider = name('interval');
+      provider.failing = 1;
+      expect((await book(base, rider, { rider, amount: 100 })).status).toBe(503);
+      for (let i = 0; i < 200 && (await receiptsOf(rider)) === 0; i++) await sleep(50);
+      expect(await receiptsOf(rider)).toBe(1);
+    });
+
     it('@Phases() on a route without atomicPhases is a 500 (a programming error), its reason not sent', async () => {
       const { base } = await app(adapter);
       const res = await fetch(`${base}/rides/plain`, { method: 'POST', headers: { 'idempotency-key': name('plain') } });
@@ -316,7 +408,11 @@ describePg('@Idempotent({ atomicPhases: true }) on PostgreSQL: recovery points',
 
   it('is refused at startup without the transactions port, on a store without recovery points, and with transactional', async () => {
     const refused = (options: IdempotencyModuleOptions) =>
-      start('express', { imports: [IdempotencyModule.forRoot(options)], controllers: [RidesController] });
+      start('express', {
+        imports: [IdempotencyModule.forRoot(options)],
+        controllers: [RidesController],
+        providers: [RideBooking],
+      });
     const store = new PostgresStore({ pool, sweepIntervalMs: 0 });
     await expect(refused({ store })).rejects.toThrow(/atomicPhases: true needs the module option transactions/);
     await expect(refused({ store: new InMemoryStore(), transactions: new PgTransactions(pool) })).rejects.toThrow(

@@ -35,9 +35,10 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
     'http',
     'idempotency.interceptor.ts',
     'idempotency.filter.ts',
+    'phases',
   ],
   // Recovery points: a run of atomic phases as the protocol drives it, knowing no HTTP.
-  phases: ['phases', 'interfaces', 'exceptions', 'utils', 'idempotency.messages.ts'],
+  phases: ['phases', 'interfaces', 'exceptions', 'utils', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   // Duplicates that wait for a key in flight: the protocol's, knowing neither HTTP nor a store.
   waiting: ['waiting', 'interfaces', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   // The second public entry (nestjs-idempotency/testing): only the public types, never the module.

@@ -94,8 +94,7 @@ describe('IdempotencyExplorer', () => {
         return 1;
       }
     }
-    const message =
-      ': @Res()/@Next() without { passthrough: true } leaves the response to the handler; use passthrough or return the body';
+    const message = ': @Res()/@Next() without { passthrough: true } leaves the response to the handler; return the body instead';
     await expect(explore([WithRes])).rejects.toThrow(`@Idempotent() on WithRes.pay()${message}`);
     await expect(explore([WithNext])).rejects.toThrow(`@Idempotent() on WithNext.pay()${message}`);
   });
@@ -130,7 +129,7 @@ describe('IdempotencyExplorer', () => {
         }
       }
       await expect(explore([Safe])).rejects.toThrow(
-        '@Idempotent() on Safe.read(): GET, HEAD, OPTIONS and other safe methods change nothing and need no idempotency key; use it on POST, PUT, PATCH or DELETE',
+        '@Idempotent() on Safe.read(): GET, HEAD, OPTIONS and other safe methods change nothing and need no key; use it on POST, PUT, PATCH or DELETE',
       );
     }
     @Controller()

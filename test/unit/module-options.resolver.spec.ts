@@ -45,6 +45,7 @@ describe('resolveModuleOptions', () => {
       inFlight: 'conflict',
       waitMs: 5_000,
       maxWaiters: 1_000,
+      completer: { intervalMs: 0, idleMs: 60_000, batch: 10 },
     });
     expect(resolveModuleOptions({}).store).not.toBe(resolved.store);
   });
@@ -84,6 +85,7 @@ describe('resolveModuleOptions', () => {
         inFlight: 'wait',
         waitMs: 250,
         maxWaiters: 7,
+        completer: { intervalMs: 5, idleMs: 0, batch: 1 },
       }),
     ).toEqual({
       store: cache,
@@ -113,6 +115,7 @@ describe('resolveModuleOptions', () => {
       inFlight: 'wait',
       waitMs: 250,
       maxWaiters: 7,
+      completer: { intervalMs: 5, idleMs: 0, batch: 1 },
     });
   });
 
@@ -300,6 +303,34 @@ describe('resolveModuleOptions', () => {
     }
   });
 
+  it('completer: off unless given; {} takes the defaults; each number bounded, no other key', () => {
+    expect(resolveModuleOptions({}).completer).toEqual({ intervalMs: 0, idleMs: 60_000, batch: 10 });
+    expect(resolveModuleOptions({ completer: {} }).completer).toEqual({ intervalMs: 60_000, idleMs: 60_000, batch: 10 });
+    expect(resolveModuleOptions({ completer: { intervalMs: 0, batch: 1_000 } }).completer).toEqual({
+      intervalMs: 0,
+      idleMs: 60_000,
+      batch: 1_000,
+    });
+    for (const bad of [null, true, 'on']) {
+      expect(() => resolveModuleOptions({ completer: bad as never })).toThrow(
+        err('completer must be an object: { intervalMs?, idleMs?, batch? }'),
+      );
+    }
+    expect(() => resolveModuleOptions({ completer: { batch: 0 } })).toThrow(
+      err('completer.batch must be an integer from 1 to 1000'),
+    );
+    expect(() => resolveModuleOptions({ completer: { batch: 1_001 } })).toThrow(
+      err('completer.batch must be an integer from 1 to 1000'),
+    );
+    expect(() => resolveModuleOptions({ completer: { idleMs: -1 } })).toThrow(err('completer.idleMs must be an integer from 0'));
+    expect(() => resolveModuleOptions({ completer: { intervalMs: 2 ** 31 } })).toThrow(
+      err('completer.intervalMs must be an integer'),
+    );
+    expect(() => resolveModuleOptions({ completer: { interval: 5 } as never })).toThrow(
+      'IdempotencyModule completer: unknown option "interval" (did you mean intervalMs?)',
+    );
+  });
+
   it("fingerprint is 'canonical' or 'raw'", () => {
     expect(resolveModuleOptions({ fingerprint: 'raw' }).fingerprint).toBe('raw');
     expect(resolveModuleOptions({ fingerprint: 'canonical' }).fingerprint).toBe('canonical');
@@ -349,8 +380,8 @@ describe('resolveModuleOptions', () => {
     for (const [encryption, message] of [
       [null, 'encryption must be { keys: { <id>: <32-byte Buffer> }, current: <id> }'],
       [{ current: 'a' }, 'encryption must be { keys: { <id>: <32-byte Buffer> }, current: <id> }'],
-      [{ keys: { 'a b': key }, current: 'a b' }, 'encryption key id "a b" must be 1 to 64 characters of A-Z a-z 0-9 . _ -'],
-      [{ keys: { ['x'.repeat(65)]: key }, current: 'x' }, `encryption key id "${'x'.repeat(65)}" must be 1 to 64 characters`],
+      [{ keys: { 'a b': key }, current: 'a b' }, 'encryption key id "a b" must be 1 to 64 of A-Z a-z 0-9 . _ -'],
+      [{ keys: { ['x'.repeat(65)]: key }, current: 'x' }, `encryption key id "${'x'.repeat(65)}" must be 1 to 64 of`],
       [
         { keys: { a: Buffer.alloc(16) }, current: 'a' },
         'encryption key a must be 32 bytes (a Buffer or Uint8Array) for AES-256-GCM',
