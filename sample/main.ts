@@ -48,6 +48,8 @@ async function ledgerFromEnv() {
     rabbitmqUrl: process.env.RABBITMQ_URL || undefined,
     fault: process.env.FAULT || undefined,
     providerUrl: process.env.PAYMENT_PROVIDER_URL || undefined,
+    completerIntervalMs: numberFromEnv('COMPLETER_INTERVAL_MS'),
+    completerIdleMs: numberFromEnv('COMPLETER_IDLE_MS'),
   });
 }
 
@@ -92,7 +94,8 @@ async function serveOpenApi(app: INestApplication): Promise<void> {
  * pause after the charge is written, inside its transaction; FAULT=after-commit kills the process
  * between COMMIT and the response (for a consumed message: before its ack), FAULT=after:ride_created,
  * before-record:charge_created or after:charge_created at that point of a ride's phases;
- * PAYMENT_PROVIDER_URL is the rides route's payment provider (default: a stand-in). RABBITMQ_URL: the ledger
+ * PAYMENT_PROVIDER_URL is the rides route's payment provider (default: a stand-in); COMPLETER_INTERVAL_MS
+ * (and COMPLETER_IDLE_MS) run the completer for rides nobody came back for. RABBITMQ_URL: the ledger
  * also consumes charge.requested events from the queue ledger.charge-requests (README, "Message handlers").
  */
 async function bootstrap(): Promise<void> {

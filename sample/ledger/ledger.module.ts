@@ -66,6 +66,9 @@ export class LedgerModule {
             identity: AccountIdentityResolver,
             leaseMs: options.leaseMs,
             transactionTimeoutMs: options.transactionTimeoutMs,
+            ...(options.completerIntervalMs !== undefined && {
+              completer: { intervalMs: options.completerIntervalMs, idleMs: options.completerIdleMs },
+            }),
           }),
         }),
       ],

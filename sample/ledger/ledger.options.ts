@@ -28,6 +28,9 @@ export interface LedgerOptions {
    * recorded) and `'after:charge_created'`.
    */
   fault?: string;
+  /** Runs the completer every this many ms (`IdempotencyCompleter`), for runs idle `completerIdleMs`. */
+  completerIntervalMs?: number;
+  completerIdleMs?: number;
   /** The payment provider of the rides route (`POST <url>/charges`); without it, a stand-in in the process. */
   providerUrl?: string;
 }

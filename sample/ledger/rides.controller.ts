@@ -27,7 +27,7 @@ export class RidesController {
   @Post()
   @Idempotent({ atomicPhases: true })
   book(@Body() body: unknown, @Req() req: { user: Caller }, @Phases() run: PhasedRun): Promise<object> {
-    return this.rides.book(run, req.user.accountId, parseRide(body));
+    return this.rides.book(run, { accountId: req.user.accountId, ...parseRide(body) });
   }
 
   @Get()

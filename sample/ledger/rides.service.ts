@@ -1,7 +1,7 @@
 import { TransactionHost } from '@nestjs-cls/transactional';
 import type { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { Injectable } from '@nestjs/common';
-import type { PhasedRun } from '../../lib/index.js';
+import { type PhasedRun, PhasedWorkflow } from '../../lib/index.js';
 import { Faults } from './faults.js';
 import { PaymentProvider } from './payment.provider.js';
 import { Ride } from './ride.entity.js';
@@ -14,10 +14,16 @@ export interface BookRide {
   currency: string;
 }
 
+/** All a booking needs, as JSON: what the completer runs it again with. */
+export interface RideBooking extends BookRide {
+  accountId: string;
+}
+
 /**
  * Books a ride in three atomic phases, as rocket-rides-atomic does: the ride, the charge at the
  * payment provider (with a key derived from the request's), the receipt. Each phase commits with the
- * key's recovery point; a retry after a crash resumes at the first phase not committed.
+ * key's recovery point; a retry after a crash resumes at the first phase not committed, and a run
+ * nobody comes back for is finished by the completer (COMPLETER_INTERVAL_MS).
  */
 @Injectable()
 export class RidesService {
@@ -27,10 +33,11 @@ export class RidesService {
     private readonly faults: Faults,
   ) {}
 
-  async book(run: PhasedRun, accountId: string, ride: BookRide): Promise<object> {
+  @PhasedWorkflow('book-ride')
+  async book(run: PhasedRun, ride: RideBooking): Promise<object> {
     // Inside a phase, txHost.tx is the phase's transaction: the row commits with the recovery point.
     const created = await run.phase('ride_created', async () => {
-      const saved = await this.txHost.tx.getRepository(Ride).save({ accountId, ...ride, chargeId: null });
+      const saved = await this.txHost.tx.getRepository(Ride).save({ ...ride, chargeId: null });
       return { id: saved.id };
     });
     this.faults.at('after:ride_created');

@@ -105,4 +105,26 @@ describePg('atomic phases: a pod killed at each point of a run, and a retry on a
     },
     60_000,
   );
+
+  it('killed with nobody coming back: the completer of another pod drives the run through its last phase; the late retry gets its response', async () => {
+    const key = `abandoned-${process.pid}`;
+    const doomed = await start({ FAULT: 'after:ride_created' });
+    const keysBefore = new Set(provider.calls.keys());
+    await expect(book(doomed.base, key)).rejects.toThrow();
+    const completing = await start({ COMPLETER_INTERVAL_MS: '100', COMPLETER_IDLE_MS: '0' });
+    // No request at all: the completer finds the run once the dead pod's lease has lapsed.
+    for (let i = 0; i < 300 && (await ride(key))[0].queued === 0; i++) await sleep(50);
+    expect(await ride(key)).toEqual([{ n: 1, charged: 1, queued: 1 }]);
+    const newKeys = [...provider.calls.keys()].filter((k) => !keysBefore.has(k));
+    expect(newKeys).toHaveLength(1);
+    expect(provider.callsWith(newKeys[0])).toBe(1);
+    await completing.kill();
+    // The client, back at last: its response is rendered from the finished run, nothing runs again.
+    const late = await retryUntilSettled(healthy.base, key);
+    expect(late.status).toBe(201);
+    expect(JSON.parse(late.text)).toMatchObject({ chargeId: expect.stringMatching(/^ch_/), amount: 2500 });
+    expect(await ride(key)).toEqual([{ n: 1, charged: 1, queued: 1 }]);
+    expect(provider.callsWith(newKeys[0])).toBe(1);
+    expect(await book(healthy.base, key)).toEqual({ ...late, replayed: true });
+  }, 60_000);
 });
