@@ -13,6 +13,7 @@ import {
   ServiceUnavailableException,
 } from '@nestjs/common';
 import { APP_INTERCEPTOR } from '@nestjs/core';
+import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { map, type Observable } from 'rxjs';
 import {
@@ -151,7 +152,7 @@ const pointsOf = (key: string) =>
 
 describePg('@Idempotent({ atomicPhases: true }) on PostgreSQL: recovery points', () => {
   const start = useApps();
-  spyOnLogger();
+  const logs = spyOnLogger();
 
   beforeAll(async () => {
     server = await PostgresServer.start();
@@ -404,6 +405,30 @@ describePg('@Idempotent({ atomicPhases: true }) on PostgreSQL: recovery points',
       expect(res.status).toBe(500);
       expect(await res.text()).not.toContain('atomicPhases');
     });
+  });
+
+  it('on a database migrated to 001 only: the store opens and serves other routes, a phased route answers 503 naming the table', async () => {
+    const url = await server.createDatabase(`phases_001_${process.pid}`);
+    const old = new pg.Pool({ connectionString: url, max: 4 });
+    try {
+      await old.query(readFileSync('sql/postgres/001_idempotency_records.sql', 'utf8'));
+      const store = new PostgresStore({ pool: old, createSchema: false, sweepIntervalMs: 0 });
+      const nest = await start('express', {
+        imports: [IdempotencyModule.forRoot({ store, transactions: new PgTransactions(old) })],
+        controllers: [RidesController],
+        providers: [RideBooking],
+      });
+      const base = await listen(nest);
+      const refused = await book(base, 'old-schema', { rider: 'old-schema', amount: 100 });
+      expect(refused.status).toBe(503);
+      expect(refused.text).toBe('{"error":"idempotency store unavailable; retry shortly"}');
+      expect(String(logs.errors.mock.calls.at(-1)?.[0])).toContain('idempotency_records_phases');
+      expect(await store.sweep()).toBe(0); // the sweep leaves the missing table alone
+      await store.ping();
+      expect(await store.claim('other-route', { owner: 'o', fingerprint: 'f', leaseMs: 1_000 })).toEqual({ state: 'claimed' });
+    } finally {
+      await old.end();
+    }
   });
 
   it('is refused at startup without the transactions port, on a store without recovery points, and with transactional', async () => {
