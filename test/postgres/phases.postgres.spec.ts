@@ -54,6 +54,19 @@ const hooks: {
 /** What each run was handed: the phases done before it, the foreign key. */
 const runs: { done: readonly string[]; key?: string }[] = [];
 
+/** Holds the next run after its first phase: `inside` once it is there, `release()` lets it go on. */
+function holdAfterRide(): { inside: Promise<void>; release: () => void } {
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  let entered!: () => void;
+  const inside = new Promise<void>((r) => (entered = r));
+  hooks.afterRide = () => {
+    entered();
+    return gate;
+  };
+  return { inside, release };
+}
+
 /** The provider call of the phase, as an application makes it: a 402 ends the run, any other failure is retryable. */
 async function chargeCard(amount: number, key: string): Promise<ProviderCharge> {
   const res = await fetch(`${provider.url}/charges`, {
@@ -251,14 +264,7 @@ describePg('@Idempotent({ atomicPhases: true }) on PostgreSQL: recovery points',
     it('a concurrent duplicate gets 409 while the run is between phases', async () => {
       const { base } = await app(adapter);
       const rider = name('conflict');
-      let release!: () => void;
-      const gate = new Promise<void>((r) => (release = r));
-      let entered!: () => void;
-      const inside = new Promise<void>((r) => (entered = r));
-      hooks.afterRide = () => {
-        entered();
-        return gate;
-      };
+      const { inside, release } = holdAfterRide();
       const first = book(base, rider, { rider, amount: 100 });
       await inside;
       const duplicate = await book(base, rider, { rider, amount: 100 });
@@ -353,14 +359,7 @@ describePg('@Idempotent({ atomicPhases: true }) on PostgreSQL: recovery points',
       provider.failing = 1;
       expect((await book(base, rider, { rider, amount: 100 })).status).toBe(503);
       // A client holds the key: the run is not abandoned.
-      let release!: () => void;
-      const gate = new Promise<void>((r) => (release = r));
-      let entered!: () => void;
-      const inside = new Promise<void>((r) => (entered = r));
-      hooks.afterRide = () => {
-        entered();
-        return gate;
-      };
+      const { inside, release } = holdAfterRide();
       const client = book(base, rider, { rider, amount: 100 });
       await inside;
       expect(await completer.completeAbandoned()).toBe(0);
@@ -371,14 +370,7 @@ describePg('@Idempotent({ atomicPhases: true }) on PostgreSQL: recovery points',
       provider.failing = 1;
       delete hooks.afterRide;
       expect((await book(base, other, { rider: other, amount: 100 })).status).toBe(503);
-      let resume!: () => void;
-      const held = new Promise<void>((r) => (resume = r));
-      let holding!: () => void;
-      const completerInside = new Promise<void>((r) => (holding = r));
-      hooks.afterRide = () => {
-        holding();
-        return held;
-      };
+      const { inside: completerInside, release: resume } = holdAfterRide();
       const completing = completer.completeAbandoned();
       await completerInside;
       expect((await book(base, other, { rider: other, amount: 100 })).status).toBe(409);
