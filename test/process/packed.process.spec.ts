@@ -191,6 +191,7 @@ describe('the packed tarball, installed by npm in fresh apps', () => {
         'dist/index.js',
         'dist/index.d.ts',
         'sql/postgres/001_idempotency_records.sql',
+        'sql/postgres/002_idempotency_phases.sql',
         'sql/sqlite/001_idempotency_records.sql',
       ]),
     );
