@@ -29,6 +29,7 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, BeforeAppli
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<number> | undefined;
   private closing = false;
+  private discovered = false;
 
   constructor(
     @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
@@ -39,6 +40,17 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, BeforeAppli
   ) {}
 
   onApplicationBootstrap(): void {
+    const { intervalMs } = this.options.completer;
+    if (intervalMs > 0 && this.options.store.abandonedRuns) {
+      this.timer = setInterval(() => void this.completeAbandoned(), intervalMs);
+      this.timer.unref();
+    }
+  }
+
+  /** The `@PhasedWorkflow()` methods of the application's providers: found on the first look, not at every start. */
+  private discover(): void {
+    if (this.discovered) return;
+    this.discovered = true;
     for (const wrapper of this.discovery.getProviders()) {
       const instance = wrapper.instance as Record<string, unknown> | undefined;
       if (!instance || typeof instance !== 'object' || !wrapper.isDependencyTreeStatic()) continue;
@@ -47,11 +59,6 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, BeforeAppli
         const workflow = Reflect.getMetadata(PHASED_WORKFLOW_METADATA, method) as string | undefined;
         if (workflow !== undefined) this.workflows.set(workflow, (run, input) => method.call(instance, run, input));
       }
-    }
-    const { intervalMs } = this.options.completer;
-    if (intervalMs > 0 && this.options.store.abandonedRuns) {
-      this.timer = setInterval(() => void this.completeAbandoned(), intervalMs);
-      this.timer.unref();
     }
   }
 
@@ -72,6 +79,7 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, BeforeAppli
   }
 
   private async look(): Promise<number> {
+    this.discover();
     const { store, completer } = this.options;
     let runs: AbandonedRun[];
     try {

@@ -382,6 +382,25 @@ describePg('@Idempotent({ atomicPhases: true }) on PostgreSQL: recovery points',
       expect(await ridesOf(other)).toBe(1);
     });
 
+    it('the completer leaves a run of a workflow it does not know, and says so; it is looked at again only after idleMs', async () => {
+      const { nest } = await app(adapter, { completer: { intervalMs: 0, idleMs: 60_000 } });
+      const completer = nest.get(IdempotencyCompleter);
+      const key = `idem::${name('unknown-flow')}`;
+      await pool.query(
+        `INSERT INTO idempotency_records_phases (key, fingerprint, results, workflow, input, updated_at, expires_at)
+         VALUES ($1, 'fp', '{"a": 1}', 'unknown-flow', 'null', now() - interval '2 minutes', now() + interval '1 hour')`,
+        [key],
+      );
+      expect(await completer.completeAbandoned()).toBe(0);
+      expect(logs.warnings.mock.calls.map((c: unknown[]) => String(c[0]))).toContain(
+        "an abandoned run of unknown-flow waits: no @PhasedWorkflow('unknown-flow') here",
+      );
+      logs.warnings.mockClear();
+      expect(await completer.completeAbandoned()).toBe(0); // touched by the first look: idle again for a minute
+      expect(logs.warnings).not.toHaveBeenCalled();
+      await pool.query('DELETE FROM idempotency_records_phases WHERE key = $1', [key]);
+    });
+
     it('the completer looks by itself every intervalMs', async () => {
       const { base } = await app(adapter, { completer: { intervalMs: 50, idleMs: 0 } });
       const rider = name('interval');
