@@ -77,8 +77,9 @@ export function resolveRouteOptions(
   const transactional = route.transactional ?? false;
   if (typeof transactional !== 'boolean') fail(where, CONFIG_ERRORS.boolean('transactional', transactional));
   if (transactional && !module.transactions) fail(where, CONFIG_ERRORS.noTransactions('transactional'));
-  if (transactional && typeof module.store.completeIn !== 'function')
+  if (transactional && typeof module.store.completeIn !== 'function') {
     fail(where, CONFIG_ERRORS.transactionalStore('transactional'));
+  }
   const atomicPhases = route.atomicPhases ?? false;
   if (typeof atomicPhases !== 'boolean') fail(where, CONFIG_ERRORS.boolean('atomicPhases', atomicPhases));
   if (atomicPhases && transactional) fail(where, CONFIG_ERRORS.phasesTransactional);

@@ -25,7 +25,7 @@ function columnProblems(found: Record<string, string>, expected: Readonly<Record
  * or missing column, no primary key on `key`, no claim function. Without it, such a table passed
  * the start and answered 503 to every request, or stored a first response and 503 to every retry.
  * The recovery points' table (migration 002) may be missing: only `atomicPhases` routes need it, and
- * they refuse to run without it. Answers whether it is there.
+ * they answer 503 without it. Answers whether it is there.
  */
 export async function verifyPostgresTable(pool: PostgresPoolLike, names: PostgresNames, timeoutMs: number): Promise<boolean> {
   const { schema, table } = names;

@@ -442,6 +442,24 @@ describePg('@Idempotent({ atomicPhases: true }) on PostgreSQL: recovery points',
     }
   });
 
+  it('a recovery points table this release cannot use fails the start, naming the column', async () => {
+    const url = await server.createDatabase(`phases_bad_${process.pid}`);
+    const bad = new pg.Pool({ connectionString: url, max: 2 });
+    try {
+      await bad.query(readFileSync('sql/postgres/001_idempotency_records.sql', 'utf8'));
+      await bad.query(
+        readFileSync('sql/postgres/002_idempotency_phases.sql', 'utf8').replace(
+          'results jsonb NOT NULL',
+          'results text NOT NULL',
+        ),
+      );
+      const store = new PostgresStore({ pool: bad, createSchema: false, sweepIntervalMs: 0 });
+      await expect(store.open()).rejects.toThrow('column "public"."idempotency_records_phases".results is text, not jsonb');
+    } finally {
+      await bad.end();
+    }
+  });
+
   it('is refused at startup without the transactions port, on a store without recovery points, and with transactional', async () => {
     const refused = (options: IdempotencyModuleOptions) =>
       start('express', {
