@@ -11,6 +11,7 @@ import {
   type NestInterceptor,
   Post,
   ServiceUnavailableException,
+  StreamableFile,
 } from '@nestjs/common';
 import { APP_INTERCEPTOR } from '@nestjs/core';
 import { readFileSync } from 'node:fs';
@@ -61,6 +62,7 @@ function holdAfterRide(): { inside: Promise<void>; release: () => void } {
   let entered!: () => void;
   const inside = new Promise<void>((r) => (entered = r));
   hooks.afterRide = () => {
+    delete hooks.afterRide; // once: the runs after it go on
     entered();
     return gate;
   };
@@ -123,6 +125,16 @@ class RidesController {
   @Idempotent({ atomicPhases: true })
   book(@Body() body: RideBody, @Phases() run: PhasedRun): Promise<object> {
     return this.booking.book(run, { rider: body.rider, amount: body.amount });
+  }
+
+  @Post('stream')
+  @Idempotent({ atomicPhases: true })
+  async stream(@Body() body: RideBody, @Phases() run: PhasedRun): Promise<StreamableFile> {
+    runs.push({ done: run.done });
+    await run.phase('ride_created', async (sql) => {
+      await sql.query('INSERT INTO rides (rider, amount) VALUES ($1, $2)', [body.rider, body.amount]);
+    });
+    return new StreamableFile(Buffer.from('receipt'));
   }
 
   @Post('plain')
@@ -408,6 +420,47 @@ describePg('@Idempotent({ atomicPhases: true }) on PostgreSQL: recovery points',
       expect((await book(base, rider, { rider, amount: 100 })).status).toBe(503);
       for (let i = 0; i < 200 && (await receiptsOf(rider)) === 0; i++) await sleep(50);
       expect(await receiptsOf(rider)).toBe(1);
+    });
+
+    it('a run whose claim another request took over is fenced out: its next phase rolls back and it answers 409; the other finishes', async () => {
+      const { base } = await app(adapter);
+      const rider = name('taken-over');
+      const { inside, release } = holdAfterRide();
+      const first = book(base, rider, { rider, amount: 100 });
+      await inside;
+      // Its lease lapses (a stop-the-world pause): the retry takes the key over and resumes the run.
+      await pool.query(`UPDATE idempotency_records SET expires_at = now() - interval '1 second' WHERE key LIKE $1`, [
+        `%:${rider}`,
+      ]);
+      const second = await book(base, rider, { rider, amount: 100 });
+      expect(second.status).toBe(201);
+      release();
+      const late = await first;
+      expect(late.status).toBe(409);
+      expect(runs.map((r) => r.done)).toEqual([[], ['ride_created']]);
+      expect(await ridesOf(rider)).toBe(1);
+      expect(await receiptsOf(rider)).toBe(1);
+      expect(provider.callsWith(runs[1].key!)).toBe(runs[0].key === undefined ? 1 : 2);
+      expect(await book(base, rider, { rider, amount: 100 })).toEqual({ ...second, replayed: true });
+    });
+
+    it('a phased route that returns a stream gives its key up: the phases stay committed and the retry resumes after them', async () => {
+      const { base } = await app(adapter);
+      const rider = name('stream');
+      const send = () =>
+        fetch(`${base}/rides/stream`, {
+          method: 'POST',
+          headers: { 'idempotency-key': rider, 'content-type': 'application/json' },
+          body: JSON.stringify({ rider, amount: 100 }),
+        });
+      // The envelope interceptor sends it as JSON, but the handler's value was a stream: never stored.
+      expect((await send()).status).toBe(201);
+      expect(await pointsOf(rider)).toBe(1);
+      const again = await send();
+      expect(again.status).toBe(201);
+      expect(again.headers.get('idempotent-replayed')).toBeNull();
+      expect(runs.map((r) => r.done)).toEqual([[], ['ride_created']]);
+      expect(await ridesOf(rider)).toBe(1);
     });
 
     it('@Phases() on a route without atomicPhases is a 500 (a programming error), its reason not sent', async () => {
