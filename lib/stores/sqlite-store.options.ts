@@ -10,6 +10,8 @@ export interface SqliteDatabaseLike {
   pragma(source: string, options?: { simple?: boolean }): unknown;
   transaction<A extends unknown[], R>(fn: (...args: A) => R): { immediate(...args: A): R };
   close(): unknown;
+  /** Whether a transaction is open on the connection. */
+  readonly inTransaction: boolean;
 }
 
 /** A prepared statement of {@link SqliteDatabaseLike}. */

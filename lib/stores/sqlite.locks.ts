@@ -29,7 +29,8 @@ export function lentWait(db: SqliteDatabaseLike, wait: number): <T>(work: () => 
   };
 }
 
-function isBusy(err: unknown): boolean {
+/** Whether `err` is SQLite's answer that another connection holds the lock. */
+export function isBusy(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;
   return typeof code === 'string' && (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED'));
 }

@@ -19,7 +19,8 @@ import {
   type SqliteStatementLike,
   type SqliteStoreOptions,
 } from './sqlite-store.options.js';
-import { lentWait, SYNC_BUSY_MS, whileBusy } from './sqlite.locks.js';
+import { lentWait, SYNC_BUSY_MS } from './sqlite.locks.js';
+import { SqliteBatch } from './sqlite.batch.js';
 import { sqliteSchemaSql } from './sqlite.schema.js';
 import { verifySqliteTable } from './sqlite.verifier.js';
 import { held, type HeldRow } from './sql.rows.js';
@@ -45,14 +46,15 @@ interface Statements {
   forget: SqliteStatementLike;
   claim: (key: string, claim: IdempotencyClaim, now: number) => HeldRow | undefined;
   renewAll: (claims: readonly OwnedKey[], until: number) => boolean[];
-  /** Runs one synchronous piece of work with SQLite's own lock wait cut short. */
-  briefly: <T>(work: () => T) => T;
+  /** Runs synchronous statements in the transaction of this turn's batch. */
+  batch: SqliteBatch;
 }
 
 /**
- * An {@link IdempotencyStore} on SQLite (better-sqlite3): the durable embedded default. Each operation
- * is one synchronous transaction, never left open across an `await`; in WAL mode with a busy timeout,
- * several processes on one host can share the file. Times are integer ms from the store's clock.
+ * An {@link IdempotencyStore} on SQLite (better-sqlite3): the durable embedded default. The operations
+ * of one turn of the event loop run in one synchronous transaction, never left open across an `await`;
+ * in WAL mode with a busy timeout, several processes on one host can share the file. Times are integer
+ * ms from the store's clock.
  */
 export class SqliteStore implements IdempotencyStore {
   private readonly logger = new Logger('SqliteStore');
@@ -140,18 +142,20 @@ export class SqliteStore implements IdempotencyStore {
     return deleted;
   }
 
-  /** Runs `work` on the statements, waiting out another connection's lock (see {@link whileBusy}). */
+  /** Runs `work` on the statements in the next batch (which waits out another connection's lock). */
   private async locked<T>(work: (s: Statements) => T): Promise<T> {
     const s = await this.statements();
-    return whileBusy(() => s.briefly(() => work(s)), this.busyTimeoutMs);
+    return s.batch.run(() => work(s));
   }
 
-  /** Stops the sweep; closes the database only when this store opened it. */
+  /** Stops the sweep; closes the database only when this store opened it, after its last batch. */
   async close(): Promise<void> {
     this.sweeper.stop();
     const ready = this.connection.take();
-    if (!ready || this.options.database) return;
-    await ready.catch(() => undefined);
+    if (!ready) return;
+    const s = await ready.catch(() => undefined);
+    await s?.batch.drained();
+    if (this.options.database) return;
     this.db?.close();
     this.db = undefined;
   }
@@ -182,16 +186,15 @@ export class SqliteStore implements IdempotencyStore {
        WHERE ${t}.expires_at <= ?
        RETURNING 1 AS claimed`,
     );
-    const claim = db.transaction((key: string, c: IdempotencyClaim, now: number): HeldRow | undefined => {
+    const claim = (key: string, c: IdempotencyClaim, now: number): HeldRow | undefined => {
       if (takeOrInsert.get(key, c.fingerprint, c.owner, now + c.leaseMs, now)) return undefined;
       return live.get(key, now) as HeldRow;
-    });
+    };
     // The owner token fences, not the clock: a lapsed claim is its owner's until another takes the key.
     const mine = `key = ? AND owner = ? AND state = 0`;
     const renew = db.prepare(`UPDATE ${t} SET expires_at = ? WHERE ${mine}`);
-    const renewAll = db.transaction((claims: readonly OwnedKey[], until: number) =>
-      claims.map((c) => renew.run(until, c.key, c.owner).changes === 1),
-    );
+    const renewAll = (claims: readonly OwnedKey[], until: number): boolean[] =>
+      claims.map((c) => renew.run(until, c.key, c.owner).changes === 1);
     this.sweeper.start();
     return {
       commit: db.prepare(`UPDATE ${t} SET state = 1, owner = NULL, record = ?, expires_at = ? WHERE ${mine}`),
@@ -202,10 +205,9 @@ export class SqliteStore implements IdempotencyStore {
       sweep: db.prepare(
         `DELETE FROM ${t} WHERE key IN (SELECT key FROM ${t} WHERE expires_at <= ? ORDER BY expires_at LIMIT ${SWEEP_BATCH})`,
       ),
-      // IMMEDIATE: the write lock is taken at the start, so two processes never deadlock upgrading a read.
-      claim: (key, c, now) => claim.immediate(key, c, now),
-      renewAll: (claims, until) => renewAll.immediate(claims, until),
-      briefly,
+      claim,
+      renewAll,
+      batch: new SqliteBatch(db, briefly, this.busyTimeoutMs),
     };
   }
 

@@ -75,6 +75,7 @@ import '../unit/sql.sweeper.spec.js';
 import '../unit/timeout.util.spec.js';
 import '../unit/store-helpers.spec.js';
 import '../sqlite/sqlite-store.sqlite.spec.js';
+import '../sqlite/sqlite-batch.sqlite.spec.js';
 import '../postgres/postgres-store.postgres.spec.js';
 import '../postgres/transactional.postgres.spec.js';
 import '../postgres/graphql.postgres.spec.js';
