@@ -2,7 +2,6 @@ import { describe, expect, it } from '@jest/globals';
 import { IncomingMessage, ServerResponse } from 'node:http';
 import { Socket } from 'node:net';
 import type { StoredResponse } from '../../lib/index.js';
-import { currentHeaders, rawResponse } from '../../lib/http/response.adapter.js';
 import { sendFinal } from '../../lib/http/response.writer.js';
 import { FakeResponse } from '../support/fake-response.js';
 
@@ -154,17 +153,5 @@ describe('sendFinal', () => {
     const res = Object.defineProperty(new FakeResponse(), 'raw', { value: {} });
     sendFinal(res, stored, {});
     expect(res.calls).toEqual([{ method: 'end', args: [stored.body] }]);
-  });
-});
-
-describe('rawResponse and currentHeaders', () => {
-  it("read Node's response under either adapter, and the reply's own headers on Fastify", () => {
-    const res = new FakeResponse();
-    res.setHeader('X-A', '1');
-    expect(rawResponse(res)).toBe(res);
-    expect(currentHeaders(res)).toEqual({ 'x-a': '1' });
-    const reply = new FakeReply();
-    expect(rawResponse(reply)).toBe(reply.raw);
-    expect(currentHeaders(reply)).toEqual({ 'x-reply': '1' });
   });
 });
