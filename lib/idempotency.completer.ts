@@ -53,7 +53,7 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, BeforeAppli
     this.discovered = true;
     for (const wrapper of this.discovery.getProviders()) {
       const instance = wrapper.instance as Record<string, unknown> | undefined;
-      if (!instance || typeof instance !== 'object' || !wrapper.isDependencyTreeStatic()) continue;
+      if (!instance || !wrapper.isDependencyTreeStatic()) continue;
       for (const name of this.scanner.getAllMethodNames(Object.getPrototypeOf(instance) as object)) {
         const method = instance[name] as Workflow;
         const workflow = Reflect.getMetadata(PHASED_WORKFLOW_METADATA, method) as string | undefined;

@@ -34,6 +34,7 @@ import { spyOnLogger } from '../support/logger.js';
 import { PgTransactions } from '../support/pg-transactions.js';
 import { PostgresServer, postgresAvailable } from '../support/postgres-server.js';
 import { sleep } from '../support/timing.js';
+import { sampleRecord } from '../support/store-contract.js';
 
 const describePg = postgresAvailable('atomic phases PostgreSQL suite') ? describe : describe.skip;
 
@@ -258,6 +259,23 @@ describePg('@Idempotent({ atomicPhases: true }) on PostgreSQL: recovery points',
       );
     });
 
+    it("an error between phases is the filters' 500, not a 503: the key is freed, the recovery point kept, the retry resumes", async () => {
+      const { base } = await app(adapter);
+      const rider = name('between');
+      hooks.afterRide = () => {
+        delete hooks.afterRide;
+        throw new Error('the handler broke between its phases');
+      };
+      const failed = await book(base, rider, { rider, amount: 100 });
+      expect(failed.status).toBe(500);
+      expect(failed.text).not.toContain('broke');
+      expect(await pointsOf(rider)).toBe(1);
+      const resumed = await book(base, rider, { rider, amount: 100 });
+      expect(resumed.status).toBe(201);
+      expect(runs.map((r) => r.done)).toEqual([[], ['ride_created']]);
+      expect(await ridesOf(rider)).toBe(1);
+    });
+
     it('a 4xx thrown inside a phase ends the run: its response is stored and replayed, the provider is not called again', async () => {
       const { base } = await app(adapter);
       const rider = name('declined');
@@ -470,6 +488,9 @@ describePg('@Idempotent({ atomicPhases: true }) on PostgreSQL: recovery points',
       const res = await fetch(`${base}/rides/plain`, { method: 'POST', headers: { 'idempotency-key': name('plain') } });
       expect(res.status).toBe(500);
       expect(await res.text()).not.toContain('atomicPhases');
+      // The reason goes to the log instead.
+      const logged = logs.errors.mock.calls.flat().map((arg: unknown) => (arg instanceof Error ? arg.message : String(arg)));
+      expect(logged.join('\n')).toContain('@Phases() is given only to handlers of @Idempotent({ atomicPhases: true }) routes');
     });
   });
 
@@ -495,6 +516,33 @@ describePg('@Idempotent({ atomicPhases: true }) on PostgreSQL: recovery points',
     } finally {
       await old.end();
     }
+  });
+
+  it("PostgresStore's recovery points: read back as stored, a workflow's only when named; fenced advance and finish; the index by its name", async () => {
+    const store = new PostgresStore({ pool, sweepIntervalMs: 0 });
+    await store.open();
+    const tx = new PgTransactions(pool);
+    const lease = { leaseMs: 10_000, ttlMs: 60_000 };
+    expect(await store.claim('points-plain', { owner: 'o', fingerprint: 'fp', leaseMs: 10_000 })).toEqual({ state: 'claimed' });
+    const advance = { fingerprint: 'fp', phase: 'one', result: '{"id":1}', ...lease };
+    expect(await tx.run((sql) => store.advanceIn(sql, 'points-plain', 'o', advance))).toBe(true);
+    expect(await tx.run((sql) => store.advanceIn(sql, 'points-plain', 'not me', { ...advance, phase: 'two' }))).toBe(false);
+    expect(await store.recoveryPoint('points-plain')).toStrictEqual({ fingerprint: 'fp', results: { one: { id: 1 } } });
+    await store.claim('points-named', { owner: 'o', fingerprint: 'fp', leaseMs: 10_000 });
+    await tx.run((sql) => store.advanceIn(sql, 'points-named', 'o', { ...advance, workflow: 'book', input: '{"rider":"r"}' }));
+    expect(await store.recoveryPoint('points-named')).toStrictEqual({
+      fingerprint: 'fp',
+      results: { one: { id: 1 } },
+      workflow: 'book',
+      input: { rider: 'r' },
+    });
+    const record = sampleRecord('fp');
+    expect(await tx.run((sql) => store.finishIn(sql, 'points-plain', 'not me', record, 60_000))).toBe(false);
+    expect(await tx.run((sql) => store.finishIn(sql, 'points-plain', 'o', record, 60_000))).toBe(true);
+    expect(await store.recoveryPoint('points-plain')).toBeUndefined();
+    const index = await pool.query("SELECT 1 FROM pg_indexes WHERE indexname = 'idempotency_records_phases_expires_at'");
+    expect(index.rowCount).toBe(1);
+    await store.close();
   });
 
   it('a recovery points table this release cannot use fails the start, naming the column', async () => {

@@ -3,7 +3,7 @@ import Database from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { SqliteStore } from '../../lib/index.js';
+import { type SqliteDatabaseLike, SqliteStore } from '../../lib/index.js';
 import { SqliteBatch } from '../../lib/stores/sqlite.batch.js';
 import { sampleRecord } from '../support/store-contract.js';
 
@@ -27,13 +27,33 @@ function database(): { db: Database.Database; other: Database.Database; file: st
 }
 
 const direct = <T>(work: () => T): T => work();
+
+/** The connection as the batch sees it, counting the transactions it begins. */
+function counted(db: Database.Database): { db: SqliteDatabaseLike; begun: () => number } {
+  let begun = 0;
+  const seen: SqliteDatabaseLike = {
+    prepare: (sql) => db.prepare(sql),
+    exec: (sql) => db.exec(sql),
+    pragma: (source, options) => db.pragma(source, options),
+    close: () => db.close(),
+    get inTransaction() {
+      return db.inTransaction;
+    },
+    transaction: <A extends unknown[], R>(fn: (...args: A) => R) => {
+      const tx = db.transaction(fn);
+      return { immediate: (...args: A): R => (begun++, tx.immediate(...args)) };
+    },
+  };
+  return { db: seen, begun: () => begun };
+}
 const count = (db: Database.Database): number => (db.prepare('SELECT count(*) AS n FROM t').get() as { n: number }).n;
 const busy = (): Error => Object.assign(new Error('database is locked'), { code: 'SQLITE_BUSY' });
 
 describe('SqliteBatch (group commit of one turn of the event loop)', () => {
   it('runs the work of one turn in one transaction, and answers only after it committed', async () => {
     const { db, other } = database();
-    const batch = new SqliteBatch(db, direct, 1_000);
+    const { db: looked, begun } = counted(db);
+    const batch = new SqliteBatch(looked, direct, 1_000);
     const insert = db.prepare('INSERT INTO t (k) VALUES (?)');
     const seen: Array<{ mine: number; theirs: number; open: boolean }> = [];
     const look = () => seen.push({ mine: count(db), theirs: count(other), open: db.inTransaction });
@@ -49,9 +69,11 @@ describe('SqliteBatch (group commit of one turn of the event loop)', () => {
       { mine: 2, theirs: 0, open: true },
     ]);
     expect(answers).toEqual([1, 1, 1, 2]);
+    expect(begun()).toBe(1);
     expect(count(other)).toBe(2);
     // Work queued after that turn runs in a transaction of its own, which sees both rows committed.
     expect(await batch.run(() => [count(other), db.inTransaction])).toEqual([2, true]);
+    expect(begun()).toBe(2);
     expect(db.inTransaction).toBe(false);
   });
 

@@ -6,6 +6,7 @@ import type { IdempotencyStore, PhaseAdvance, SqlExecutor, StoredResponse } from
 import { endsTheRun } from '../../lib/phases/phase-error.classifier.js';
 import { PhasedRun } from '../../lib/phases/phased.run.js';
 import { activeClaim } from '../support/claims.js';
+import { until } from '../support/timing.js';
 
 const SQL: SqlExecutor = { query: () => Promise.resolve([]) };
 const RESPONSE: StoredResponse = { status: 201, headers: {}, body: Buffer.from('{}') };
@@ -99,7 +100,8 @@ describe('PhasedRun', () => {
     expect(run.keyFor('a')).not.toBe(run.keyFor('b'));
     expect(run.keyFor('a')).not.toBe(other.keyFor('a'));
     // A newline separates the store key from the name: one cannot run into the other.
-    expect(run.keyFor('a')).not.toBe(new PhasedRun(activeClaim({ storeKey: 'idem:s:k\na' }), undefined, b).keyFor(''));
+    const longer = new PhasedRun(activeClaim({ storeKey: 'idem:s:ka' }), undefined, b);
+    expect(run.keyFor('ab')).not.toBe(longer.keyFor('b'));
   });
 
   it('refuses a name used twice, an empty or long one, finish() as a name, a phase after finish(), finish() twice', async () => {
@@ -172,6 +174,25 @@ describe('PhasedRun', () => {
     await expect(run.settle(RESPONSE)).rejects.toBe(failure);
     expect(seen.rolledBack).toBe(1);
     expect(seen.finishes).toEqual([]);
+  });
+
+  it("a response that never reaches end() within the lease rolls finish()'s transaction back as a LeaseLost", async () => {
+    const { seen, backend: b } = backend();
+    const run = new PhasedRun(activeClaim({ leaseMs: 20 }), undefined, b);
+    expect(await run.finish(() => 1)).toBe(1);
+    await until(() => seen.rolledBack === 1);
+    const settled = run.settle(RESPONSE);
+    await expect(settled).rejects.toBeInstanceOf(LeaseLost);
+    await expect(settled).rejects.toThrow('the transaction timeout passed before the response was complete');
+    expect(seen.finishes).toEqual([]);
+  });
+
+  it('a finish() whose transaction failed after it handed its value over still counts: a second one is refused', async () => {
+    const { backend: b } = backend({ finished: false });
+    const run = new PhasedRun(activeClaim(), undefined, b);
+    expect(await run.finish(() => 1)).toBe(1);
+    await expect(run.settle(RESPONSE)).rejects.toBeInstanceOf(LeaseLost);
+    await expect(run.finish(() => 2)).rejects.toThrow('finish() was used twice in one run');
   });
 
   it('a finish() whose callback throws rejects with its error, and a later finish() may run', async () => {
