@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { type SqliteDatabaseLike, SqliteStore } from '../../lib/index.js';
 import { SqliteBatch } from '../../lib/stores/sqlite.batch.js';
 import { sampleRecord } from '../support/store-contract.js';
+import { tick } from '../support/timing.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'idem-sqlite-batch-'));
 const closing: Array<{ close(): unknown }> = [];
@@ -69,6 +70,7 @@ describe('SqliteBatch (group commit of one turn of the event loop)', () => {
       { mine: 2, theirs: 0, open: true },
     ]);
     expect(answers).toEqual([1, 1, 1, 2]);
+    await tick(); // no other flush follows in this turn's check phase
     expect(begun()).toBe(1);
     expect(count(other)).toBe(2);
     // Work queued after that turn runs in a transaction of its own, which sees both rows committed.

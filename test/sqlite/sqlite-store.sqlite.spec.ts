@@ -57,6 +57,16 @@ describe('SqliteStore', () => {
       'sweepIntervalMs must be an integer from 0 to 2147483647',
     );
     expect(() => new SqliteStore(null as never)).toThrow('SqliteStore: options must be an object');
+    expect(() => new SqliteStore('idempotency.db' as never)).toThrow('SqliteStore: options must be an object');
+  });
+
+  it('closes quietly while, or after, its file could not be opened', async () => {
+    const s = new SqliteStore({ filename: join(dir, 'no such folder', 'x.db') });
+    await expect(s.open()).rejects.toThrow();
+    await expect(s.close()).resolves.toBeUndefined();
+    const opening = s.open();
+    await expect(s.close()).resolves.toBeUndefined();
+    await expect(opening).rejects.toThrow();
   });
 
   it('opens its file in WAL mode with a busy timeout, and creates the table and index', async () => {
