@@ -79,12 +79,15 @@ class PerRequest {
   }
 }
 
+const modules: Array<{ close(): Promise<void> }> = [];
+
 async function completer(store: InMemoryStore = new PointsStore()) {
   const moduleRef = await Test.createTestingModule({
     imports: [IdempotencyModule.forRoot({ store, transactions, completer: { intervalMs: 0, idleMs: 5, batch: 2 } })],
     providers: [Rides, PerRequest, { provide: 'NOTHING', useValue: null }],
   }).compile();
   await moduleRef.init();
+  modules.push(moduleRef);
   return { completer: moduleRef.get(IdempotencyCompleter), moduleRef, store: store as PointsStore };
 }
 
@@ -98,7 +101,8 @@ const claim = { owner: 'client', fingerprint: 'fp', leaseMs: 10_000 };
 
 describe('IdempotencyCompleter', () => {
   const logs = spyOnLogger();
-  afterEach(() => {
+  afterEach(async () => {
+    await Promise.all(modules.splice(0).map((m) => m.close()));
     calls.length = 0;
     delete control.gate;
     delete control.entered;
