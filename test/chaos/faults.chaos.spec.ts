@@ -35,6 +35,10 @@ describe('fault injection: each fault once per store, checked by the history che
         slackMs: 4000,
       });
       results.push(...round);
+      // The evidence of a failure goes to the log: a CI run is often the only one that sees it.
+      for (const r of round)
+        if (r.violations.length)
+          process.stdout.write(`\n${r.store} ${r.fault} (seed ${r.seed}) evidence:\n${JSON.stringify(r.evidence, null, 1)}\n`);
       const violations = round.flatMap((r) => r.violations.map((v) => `${r.fault} (seed ${r.seed}): ${v}`));
       expect(violations).toEqual([]);
       expect(round.every((r) => r.requests > 0 && r.runs > 0)).toBe(true);

@@ -130,6 +130,24 @@ describe('the history checker', () => {
     expect(check(lines, [answer(5100, 'b')], [killed], options).doubles).toBe(0);
   });
 
+  it('excuses a run that returned just before its pod was killed and whose pod stored nothing for the key by then', () => {
+    // Returned at 200, its commit still on the way when the pod died at 300: the lease lapses and p1 runs the key.
+    const lines = [...run('a', 'p0', 100, 200), ...run('b', 'p1', 1500, 1600)];
+    const killed: FaultWindow = { name: 'kill', startAt: 300, healAt: 300, pods: ['p0'] };
+    expect(check(lines, [answer(1600, 'b')], [killed], options)).toMatchObject({ doubles: 0 });
+    // Not when another pod was killed, nor when the run returned longer than answerWithinMs before the kill.
+    expect(check(lines, [answer(1600, 'b')], [{ ...killed, pods: ['p2'] }], options).doubles).toBe(1);
+    expect(check(lines, [answer(1600, 'b')], [{ ...killed, startAt: 2300, healAt: 2300 }], options).doubles).toBe(1);
+    // Nor when the run started after the kill (a pod of the same name would be a bug of the runner).
+    expect(
+      check([...run('a', 'p0', 400, 500), ...run('b', 'p1', 1500, 1600)], [answer(1600, 'b')], [killed], options).doubles,
+    ).toBe(1);
+    // Its pod had stored the response before the kill: the later run came after the key was stored.
+    expect(check([...lines, event('executed', 'p0', 250)], [answer(1600, 'b')], [killed], options).violations).toEqual([
+      "alice/k: run b started after the key's response was stored",
+    ]);
+  });
+
   it('wants the same bytes in every final answer, unless a run of the key was not stored', () => {
     const lines = [...run('a', 'p0', 100, 200), ...run('b', 'p1', 300, 400)];
     const answers = [answer(200, 'a'), answer(400, 'b')];

@@ -132,7 +132,8 @@ function groupBy<T>(items: T[], of: (item: T) => string): Map<string, T[]> {
  * Reads a run's history for the guarantees of the protocol:
  * - no handler ran for a key after a request of it was stored (`executed`); no two runs of a key
  *   overlapped and none followed one that returned, unless the earlier one's pod was stopped, killed
- *   or cut off by the fault, or it lost its lease or its commit while a fault cut the store off;
+ *   or cut off by the fault before its response was stored, or it lost its lease or its commit while
+ *   a fault cut the store off;
  * - no lease was lost and no response went unstored unless a fault cut the store off (from its start
  *   until `answerWithinMs` after its heal) or touched that pod: latency, load and a graceful shutdown
  *   excuse neither;
@@ -169,8 +170,18 @@ export function check(lines: HistoryLine[], attempts: Attempt[], faults: FaultWi
   }
   // A run may be followed by another of its key when its pod was under the fault, or when it lost
   // its lease or its commit while a fault cut the store off: the key was free again, legitimately.
+  // A handler that returned shortly before its pod was killed or frozen may not have had its commit
+  // land (one round trip, longer on a starved path): its pod stored nothing for the key before the
+  // fault, so the fault explains the loss. Had it stored, a later run is flagged as run after storing.
+  const storedBy = (run: Run, before: number): boolean =>
+    (stored.get(id(run.tenant, run.key)) ?? []).some((e) => e.pod === run.pod && e.at < before);
   const excused = (run: Run): boolean =>
-    faults.some((f) => f.pods.includes(run.pod) && f.startAt <= (run.endAt ?? Infinity) && run.startAt <= f.healAt) ||
+    faults.some(
+      (f) =>
+        f.pods.includes(run.pod) &&
+        run.startAt <= f.healAt &&
+        (f.startAt <= (run.endAt ?? Infinity) || (run.endAt! >= f.startAt - options.answerWithinMs && !storedBy(run, f.startAt))),
+    ) ||
     lapses.some((e) => e.pod === run.pod && e.key === run.key && e.tenant === run.tenant && e.at >= run.startAt && underFault(e));
 
   let doubles = 0;
