@@ -475,17 +475,39 @@ function report(
       null,
     ],
   ];
-  for (const [name, v, w, base, limit] of cpuGoals) {
+  // Goals restated from the measured irreducible cost on two shared cores (docs/performance.md, "What
+  // the misses are made of"): printed beside the issue's own, which stay as they were set.
+  const restatedCpu: Partial<Record<string, [Variant, number]>> = {
+    'Fastify memory `first`': ['fastify-noop', 20],
+    'Fastify memory `replay`': ['fastify-noop', 15],
+  };
+  const restatedRps: Partial<Record<string, number>> = { 'PostgresStore `first`': 0.33, 'PostgresStore `replay`': 0.5 };
+  const overFloor = (
+    name: string,
+    v: Variant,
+    w: Workload,
+    base: Variant,
+    limit: number,
+  ): [string, string, string, boolean | null] => {
     const got = cpuOver(v, w, base);
-    targets.push([
+    return [
       `${name}: server CPU/response over ${base}`,
       `<= ${base} + ${limit} µs`,
       Number.isNaN(got) ? 'not run' : `${got >= 0 ? '+' : ''}${got.toFixed(1)} µs`,
       Number.isNaN(got) ? null : got <= limit,
-    ]);
+    ];
+  };
+  for (const [name, v, w, base, limit] of cpuGoals) {
+    targets.push(overFloor(name, v, w, base, limit));
+    const restated = restatedCpu[name];
+    if (restated) targets.push(overFloor(`${name} (restated)`, v, w, ...restated));
   }
-  for (const [name, v, w, limit] of rpsGoals)
+  for (const [name, v, w, limit] of rpsGoals) {
     targets.push([`${name}: req/s vs bare`, ...atLeast(limit, ratio(v, w, 'rps', 'bare'))]);
+    const restated = restatedRps[name];
+    if (restated !== undefined)
+      targets.push([`${name} (restated): req/s vs bare`, ...atLeast(restated, ratio(v, w, 'rps', 'bare'))]);
+  }
   // Observing outcomes: within noise of the quiet path (the machine's noise here is a few per cent).
   for (const [name, v] of has('memory-quiet')
     ? ([
