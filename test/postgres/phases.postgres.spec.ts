@@ -18,6 +18,7 @@ import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { map, type Observable } from 'rxjs';
 import {
+  type IdempotencyEvent,
   type IdempotencyModuleOptions,
   IdempotencyCompleter,
   IdempotencyModule,
@@ -33,7 +34,7 @@ import { FakeProvider, type ProviderCharge } from '../support/fake-provider.js';
 import { spyOnLogger } from '../support/logger.js';
 import { PgTransactions } from '../support/pg-transactions.js';
 import { PostgresServer, postgresAvailable } from '../support/postgres-server.js';
-import { sleep } from '../support/timing.js';
+import { sleep, until } from '../support/timing.js';
 import { sampleRecord } from '../support/store-contract.js';
 
 const describePg = postgresAvailable('atomic phases PostgreSQL suite') ? describe : describe.skip;
@@ -220,15 +221,18 @@ describePg('@Idempotent({ atomicPhases: true }) on PostgreSQL: recovery points',
     const name = (what: string) => `${adapter}-${what}`;
 
     it('runs each phase once; a retry replays the response byte for byte; the provider saw one call, with the derived key', async () => {
-      const { base } = await app(adapter);
+      const events: IdempotencyEvent[] = [];
+      const { base } = await app(adapter, { events: (e) => void events.push(e) });
       const rider = name('once');
       const first = await book(base, rider, { rider, amount: 100 });
       expect(first.status).toBe(201);
+      expect(events.map((e) => [e.outcome, e.status])).toEqual([['executed', 201]]);
       expect(JSON.parse(first.text)).toEqual({
         data: { ride: expect.any(Number), charge: expect.stringMatching(/^ch_/), at: new Date(0).toJSON() },
       });
       const again = await book(base, rider, { rider, amount: 100 });
       expect(again).toEqual({ status: 201, text: first.text, replayed: true });
+      expect(events.map((e) => e.outcome)).toEqual(['executed', 'replayed']);
       expect(runs).toHaveLength(1);
       const derived = runs[0].key!;
       expect(derived).toMatch(/^[A-Za-z0-9_-]{43}$/);
@@ -335,7 +339,8 @@ describePg('@Idempotent({ atomicPhases: true }) on PostgreSQL: recovery points',
     });
 
     it("finish()'s COMMIT fails with its outcome unknown: 503 instead of the response, and after the lease the retry finishes", async () => {
-      const { base, tx } = await app(adapter, { leaseMs: 500 });
+      const events: IdempotencyEvent[] = [];
+      const { base, tx } = await app(adapter, { leaseMs: 500, events: (e) => void events.push(e) });
       const rider = name('finish-fails');
       hooks.inFinish = () => {
         delete hooks.inFinish;
@@ -345,6 +350,9 @@ describePg('@Idempotent({ atomicPhases: true }) on PostgreSQL: recovery points',
       };
       const failed = await book(base, rider, { rider, amount: 100 });
       expect(failed.status).toBe(503);
+      expect(JSON.parse(failed.text)).toEqual({ error: 'the request could not be committed; retry shortly with the same key' });
+      // The COMMIT may have landed: the key is kept (not released) until its lease ends.
+      expect(events.map((e) => e.outcome)).toEqual(['not-stored']);
       expect(await receiptsOf(rider)).toBe(0);
       let retry = await book(base, rider, { rider, amount: 100 });
       for (let i = 0; i < 100 && retry.status === 409; i++) {
@@ -465,7 +473,8 @@ describePg('@Idempotent({ atomicPhases: true }) on PostgreSQL: recovery points',
     });
 
     it('a phased route that returns a stream gives its key up: the phases stay committed and the retry resumes after them', async () => {
-      const { base } = await app(adapter);
+      const events: IdempotencyEvent[] = [];
+      const { base } = await app(adapter, { events: (e) => void events.push(e) });
       const rider = name('stream');
       const send = () =>
         fetch(`${base}/rides/stream`, {
@@ -476,6 +485,9 @@ describePg('@Idempotent({ atomicPhases: true }) on PostgreSQL: recovery points',
       // The envelope interceptor sends it as JSON, but the handler's value was a stream: never stored.
       expect((await send()).status).toBe(201);
       expect(await pointsOf(rider)).toBe(1);
+      // Given up as the stream went out: its release may still be on its way.
+      await until(() => events.length > 0);
+      expect(events.map((e) => e.outcome)).toEqual(['not-stored']);
       const again = await send();
       expect(again.status).toBe(201);
       expect(again.headers.get('idempotent-replayed')).toBeNull();
