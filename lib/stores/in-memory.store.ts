@@ -12,6 +12,7 @@ import type {
 import { BoundedLru, type Entry, GUARANTEED, PINNED, PLAIN_KIND, READ } from './bounded-lru.js';
 import type { InMemoryStoreOptions } from './in-memory-store.options.js';
 import { encodeRecord, readRecord } from './store-value.codec.js';
+import { TurnAnswers } from './turn.answers.js';
 
 /** Entry kinds besides the plain values of `set` (see {@link PLAIN_KIND}). */
 const CLAIM_KIND = 1;
@@ -35,6 +36,7 @@ const logger = new Logger('InMemoryStore');
  */
 export class InMemoryStore extends BoundedLru implements IdempotencyStore {
   private evictionListener: ((key: string) => void) | undefined;
+  private readonly answers = new TurnAnswers();
 
   constructor(options: InMemoryStoreOptions = {}) {
     super(options);
@@ -44,7 +46,15 @@ export class InMemoryStore extends BoundedLru implements IdempotencyStore {
     }
   }
 
+  /**
+   * Decided at once, in the order asked (the first of two claims of a key claims it); answered with
+   * the other claims of the turn, in its check phase (see {@link TurnAnswers}).
+   */
   async claim(key: string, claim: IdempotencyClaim): Promise<ClaimOutcome> {
+    return this.answers.later(this.decide(key, claim));
+  }
+
+  private decide(key: string, claim: IdempotencyClaim): ClaimOutcome {
     const e = this.live(key);
     if (e && e.kind !== PLAIN_KIND) {
       this.touch(e);

@@ -11,6 +11,9 @@ import { KeyWaiter } from './key.waiter.js';
  * for a settle in another. Nothing here runs, and the store is not asked to listen, until a duplicate
  * first waits: routes without `inFlight: 'wait'` pay nothing.
  */
+/** How long past the last waiter's deadline a graceful shutdown waits for its final look at the store. */
+const ANSWER_GRACE_MS = 1000;
+
 @Injectable()
 export class DuplicateWaiters implements BeforeApplicationShutdown {
   private readonly logger = new Logger('Idempotency');
@@ -21,6 +24,8 @@ export class DuplicateWaiters implements BeforeApplicationShutdown {
   private listenFailed = false;
   /** Set on a graceful shutdown: a woken duplicate that wins the key must not start its handler now. */
   closing = false;
+  /** Set while a graceful shutdown waits for the last duplicate to be answered. */
+  private answered: (() => void) | undefined;
 
   constructor(@Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions) {}
 
@@ -50,6 +55,7 @@ export class DuplicateWaiters implements BeforeApplicationShutdown {
     if (!waiters?.delete(waiter)) return;
     this.count--;
     if (waiters.size === 0) this.waiting.delete(waiter.storeKey);
+    if (this.count === 0) this.answered?.();
   }
 
   /**
@@ -82,8 +88,26 @@ export class DuplicateWaiters implements BeforeApplicationShutdown {
     }
   }
 
-  beforeApplicationShutdown(): void {
+  /**
+   * On a graceful shutdown a woken duplicate that wins the key gives it back ({@link closing}), and
+   * the shutdown waits until every waiting duplicate has its answer written (at the latest a second
+   * past the last one's deadline): the HTTP server, closed next, leaves a connection with a request
+   * in flight open until its keep-alive timeout.
+   */
+  async beforeApplicationShutdown(): Promise<void> {
     this.closing = true;
+    if (this.count === 0) return;
+    let latest = 0;
+    for (const waiters of this.waiting.values()) for (const waiter of waiters) latest = Math.max(latest, waiter.deadline);
+    let bound: NodeJS.Timeout | undefined;
+    await new Promise<void>((resolve) => {
+      this.answered = resolve;
+      bound = setTimeout(resolve, latest + ANSWER_GRACE_MS - Date.now());
+    });
+    clearTimeout(bound);
+    this.answered = undefined;
+    // The last one left its wait; its answer is written by the promise jobs after that.
+    await new Promise((resolve) => setImmediate(resolve));
   }
 
   private readonly wake = (storeKey: string): void => {

@@ -122,11 +122,41 @@ describe('DuplicateWaiters', () => {
     expect(looks).toBe(3);
   });
 
-  it('is not closing until the application shuts down', () => {
+  it('is not closing until the application shuts down; with nobody waiting, the shutdown goes on at once', async () => {
     const hub = waiters();
     expect(hub.closing).toBe(false);
-    hub.beforeApplicationShutdown();
+    const shutdown = hub.beforeApplicationShutdown();
     expect(hub.closing).toBe(true);
+    await shutdown;
+  });
+
+  it('a graceful shutdown waits until every duplicate has left its wait, then for the turn that answers it', async () => {
+    const hub = waiters();
+    const one = (await hub.enter('k', 60_000))!;
+    const two = (await hub.enter('j', 60_000))!;
+    let done = false;
+    const shutdown = hub.beforeApplicationShutdown().then(() => (done = true));
+    hub.leave(one);
+    await tick();
+    expect(done).toBe(false);
+    hub.leave(two);
+    // Not in the same promise jobs: the duplicate's answer is written in them.
+    for (let i = 0; i < 10; i++) await Promise.resolve();
+    expect(done).toBe(false);
+    await shutdown;
+  });
+
+  it("a graceful shutdown waits no longer than a second past the last waiter's deadline", async () => {
+    jest.useFakeTimers({ now: 0, doNotFake: ['setImmediate'] });
+    const hub = waiters();
+    await hub.enter('k', 5_000);
+    let done = false;
+    const shutdown = hub.beforeApplicationShutdown().then(() => (done = true));
+    await jest.advanceTimersByTimeAsync(5_999);
+    expect(done).toBe(false);
+    await jest.advanceTimersByTimeAsync(1);
+    await shutdown;
+    jest.useRealTimers();
   });
 
   it('leaves no timer behind once the store listens', async () => {
@@ -243,7 +273,7 @@ describe("IdempotencyService with inFlight: 'wait'", () => {
     const duplicate = begin(request('k'), context, waiting);
     await until(() => hub.size === 1);
     await tick();
-    hub.beforeApplicationShutdown();
+    void hub.beforeApplicationShutdown();
     store.claimAnswer = async () => ({ state: 'claimed' });
     hub.settled(first.storeKey);
     const err = (await rejection(duplicate)) as IdempotencyException;

@@ -82,6 +82,46 @@ describe('InMemoryStore as an idempotency store', () => {
   });
 });
 
+describe("InMemoryStore's claims: decided when asked, answered with the turn's others", () => {
+  afterEach(() => {
+    jest.useRealTimers();
+  });
+
+  it('answers the claims of one turn together, in its check phase, decided in the order asked', async () => {
+    const c = new InMemoryStore();
+    const answered: string[] = [];
+    const first = c.claim('k', claim('a')).then((o) => void answered.push(`a ${o.state}`));
+    const second = c.claim('k', claim('b')).then((o) => void answered.push(`b ${o.state}`));
+    // Promise jobs alone do not answer them: the turn's check phase does.
+    for (let i = 0; i < 10; i++) await Promise.resolve();
+    expect(answered).toEqual([]);
+    // Decided already: a commit in the same turn finds the first caller's claim.
+    expect(await c.peek('k')).toMatchObject({ state: 'in-flight' });
+    await Promise.all([first, second]);
+    expect(answered).toEqual(['a claimed', 'b in-flight']);
+    // The next turn's claims are answered in their own turn.
+    expect(await c.claim('j', claim('a'))).toEqual({ state: 'claimed' });
+  });
+
+  it("answers under a test's fake timers, which cannot hold its answers back", async () => {
+    jest.useFakeTimers();
+    const c = new InMemoryStore();
+    expect(await c.claim('k', claim('a'))).toEqual({ state: 'claimed' });
+    expect(await c.claim('k', claim('b'))).toMatchObject({ state: 'in-flight' });
+  });
+
+  it('a claim the store has no room for is refused at once, without waiting for the turn', async () => {
+    const c = new InMemoryStore({ maxEntries: 1 });
+    await c.claim('a', claim('o'));
+    let refused: unknown;
+    const asked = c.claim('b', claim('o')).catch((err: unknown) => (refused = err));
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(String(refused)).toContain('InMemoryStore is full');
+    await asked;
+  });
+});
+
 describe('InMemoryStore eviction', () => {
   it('is bounded by maxEntries under a flood and evicts the oldest unread entry first', () => {
     const c = new InMemoryStore({ maxEntries: 100 });
