@@ -39,6 +39,8 @@ function record(i: number): IdempotencyRecord {
 }
 
 const RECORDS = 200_000;
+/** As many requests as the load generator keeps in flight (bench/run.ts). */
+export const CONNECTIONS = 50;
 
 async function fill(cache: InMemoryStore, n: number): Promise<string[]> {
   const keys: string[] = [];
@@ -85,14 +87,24 @@ export async function storeOpsPerSecond(): Promise<{ claimCommit: number; read: 
   const rec = record(1);
   let i = 0;
   const fresh = Array.from({ length: 50_000 }, () => `idem:%:${randomUUID()}`);
+  // In bursts of CONNECTIONS, as the requests of one turn reach the store under the HTTP load: the
+  // store answers a turn's claims together (one after another, each claim would wait a turn).
   const t0 = process.hrtime.bigint();
-  for (const key of fresh) {
-    await cache.claim(key, { owner: 'o', fingerprint: 'f', leaseMs: 60_000 });
-    await cache.commit(key, 'o', rec, 86_400_000);
+  for (let at = 0; at < fresh.length; at += CONNECTIONS) {
+    const burst = fresh.slice(at, at + CONNECTIONS);
+    await Promise.all(
+      burst.map(async (key) => {
+        await cache.claim(key, { owner: 'o', fingerprint: 'f', leaseMs: 60_000 });
+        await cache.commit(key, 'o', rec, 86_400_000);
+      }),
+    );
   }
   const claimCommit = fresh.length / (Number(process.hrtime.bigint() - t0) / 1e9);
   const t1 = process.hrtime.bigint();
-  for (; i < 100_000; i++) await cache.claim(keys[(i * 7919) % keys.length], { owner: 'x', fingerprint: 'f', leaseMs: 1 });
+  for (; i < 100_000; i += CONNECTIONS) {
+    const burst = Array.from({ length: CONNECTIONS }, (_, j) => keys[((i + j) * 7919) % keys.length]);
+    await Promise.all(burst.map((key) => cache.claim(key, { owner: 'x', fingerprint: 'f', leaseMs: 1 })));
+  }
   const read = 100_000 / (Number(process.hrtime.bigint() - t1) / 1e9);
   return { claimCommit, read };
 }

@@ -7,7 +7,7 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { requestFingerprint } from '../lib/utils/fingerprint.util.js';
 import { PostgresServer } from '../test/support/postgres-server.js';
-import { fingerprintCost, heapPerRecord, median, storeOpsPerSecond } from './micro.js';
+import { CONNECTIONS, fingerprintCost, heapPerRecord, median, storeOpsPerSecond } from './micro.js';
 
 /**
  * `npm run bench`: every figure is measured in this one run, variants side by side and interleaved.
@@ -15,7 +15,6 @@ import { fingerprintCost, heapPerRecord, median, storeOpsPerSecond } from './mic
  */
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const DURATION_S = Number(process.env.BENCH_DURATION ?? 8);
-const CONNECTIONS = 50;
 // `noop` is the floor under any interceptor: Nest's interceptor pipeline with one that does nothing.
 // `fastify-*` run the same module on the Fastify adapter; their ratios are to `fastify-noop`.
 // `memory` has @opentelemetry/api installed and no SDK registered (what most apps have); `memory-quiet`
@@ -597,10 +596,10 @@ function report(
   }
   lines.push('', '| micro-benchmark | result |', '|---|---|');
   lines.push(
-    `| InMemoryStore claim+commit with 200,000 records held | ${Math.round(micro.ops.claimCommit).toLocaleString('en')} /s |`,
+    `| InMemoryStore claim+commit with 200,000 records held, ${CONNECTIONS} at a time | ${Math.round(micro.ops.claimCommit).toLocaleString('en')} /s |`,
   );
   lines.push(
-    `| InMemoryStore read (claim of a completed key) with 200,000 records | ${Math.round(micro.ops.read).toLocaleString('en')} /s |`,
+    `| InMemoryStore read (claim of a completed key) with 200,000 records, ${CONNECTIONS} at a time | ${Math.round(micro.ops.read).toLocaleString('en')} /s |`,
   );
   for (const f of micro.fingerprint) {
     lines.push(
