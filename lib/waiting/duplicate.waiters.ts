@@ -5,15 +5,15 @@ import type { ClaimOutcome } from '../interfaces/idempotency-store.interface.js'
 import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
 import { KeyWaiter } from './key.waiter.js';
 
+/** How long past the last waiter's deadline a graceful shutdown waits for its final look at the store. */
+const ANSWER_GRACE_MS = 1000;
+
 /**
  * The duplicates of this process that wait for a key in flight (`inFlight: 'wait'`), and how they are
  * woken: at once by a settle in this process, and through the store's `announce`
  * for a settle in another. Nothing here runs, and the store is not asked to listen, until a duplicate
  * first waits: routes without `inFlight: 'wait'` pay nothing.
  */
-/** How long past the last waiter's deadline a graceful shutdown waits for its final look at the store. */
-const ANSWER_GRACE_MS = 1000;
-
 @Injectable()
 export class DuplicateWaiters implements BeforeApplicationShutdown {
   private readonly logger = new Logger('Idempotency');
