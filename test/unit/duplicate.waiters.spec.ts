@@ -15,7 +15,7 @@ import { resolvedRoute } from '../support/claims.js';
 import { spyOnLogger } from '../support/logger.js';
 import { createProtocol, destroyProtocolsAfterEach } from '../support/protocol.js';
 import { sampleRecord } from '../support/store-contract.js';
-import { tick, until } from '../support/timing.js';
+import { sleep, tick, until } from '../support/timing.js';
 import { rejection } from '../support/rejection.js';
 
 const context = {} as ExecutionContext;
@@ -125,8 +125,12 @@ describe('DuplicateWaiters', () => {
   it('is not closing until the application shuts down; with nobody waiting, the shutdown goes on at once', async () => {
     const hub = waiters();
     expect(hub.closing).toBe(false);
-    const shutdown = hub.beforeApplicationShutdown();
+    let done = false;
+    const shutdown = hub.beforeApplicationShutdown().then(() => (done = true));
     expect(hub.closing).toBe(true);
+    // Nothing to wait for: not even a turn.
+    for (let i = 0; i < 10; i++) await Promise.resolve();
+    expect(done).toBe(true);
     await shutdown;
   });
 
@@ -137,7 +141,7 @@ describe('DuplicateWaiters', () => {
     let done = false;
     const shutdown = hub.beforeApplicationShutdown().then(() => (done = true));
     hub.leave(one);
-    await tick();
+    await sleep(20);
     expect(done).toBe(false);
     hub.leave(two);
     // Not in the same promise jobs: the duplicate's answer is written in them.
@@ -147,12 +151,14 @@ describe('DuplicateWaiters', () => {
   });
 
   it("a graceful shutdown waits no longer than a second past the last waiter's deadline", async () => {
-    jest.useFakeTimers({ now: 0, doNotFake: ['setImmediate'] });
+    jest.useFakeTimers({ now: 1_000_000, doNotFake: ['setImmediate'] });
     const hub = waiters();
     await hub.enter('k', 5_000);
+    await hub.enter('j', 8_000);
     let done = false;
     const shutdown = hub.beforeApplicationShutdown().then(() => (done = true));
-    await jest.advanceTimersByTimeAsync(5_999);
+    await jest.advanceTimersByTimeAsync(8_999);
+    await tick();
     expect(done).toBe(false);
     await jest.advanceTimersByTimeAsync(1);
     await shutdown;

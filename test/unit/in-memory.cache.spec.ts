@@ -122,6 +122,34 @@ describe("InMemoryStore's claims: decided when asked, answered with the turn's o
   });
 });
 
+describe("InMemoryStore's admin operations and eviction reports", () => {
+  it('peek() and forget() see only the idempotency entries: a plain value is neither shown nor removed', async () => {
+    const c = new InMemoryStore();
+    c.set('plain', 1);
+    expect(await c.peek('plain')).toBeUndefined();
+    expect(await c.forget('plain')).toBe(false);
+    expect(c.get('plain')).toBe(1);
+    expect(await c.forget('missing')).toBe(false);
+    await c.claim('k', claim('a'));
+    expect(await c.forget('k')).toBe(true);
+    expect(await c.peek('k')).toBeUndefined();
+  });
+
+  it('reports the records evicted to make room, not the plain values', async () => {
+    const c = new InMemoryStore({ maxEntries: 2 });
+    const evicted: string[] = [];
+    c.watchEvictions((key) => evicted.push(key));
+    c.set('plain', 1);
+    await c.claim('r', claim('a'));
+    await c.commit('r', 'a', record(), 60_000);
+    await c.claim('s', claim('a')); // the plain value goes first
+    expect(evicted).toEqual([]);
+    await c.commit('s', 'a', record(), 60_000);
+    await c.claim('t', claim('a')); // then the oldest record
+    expect(evicted).toEqual(['r']);
+  });
+});
+
 describe('InMemoryStore eviction', () => {
   it('is bounded by maxEntries under a flood and evicts the oldest unread entry first', () => {
     const c = new InMemoryStore({ maxEntries: 100 });
