@@ -5,6 +5,7 @@ import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
 import { LOGS } from './idempotency.messages.js';
 import type { ActiveClaim } from './interfaces/active-claim.interface.js';
 import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
+import { calledOrAt } from './utils/timeout.util.js';
 
 /** First pause before a failed renewal is sent again; it doubles, up to a tick. */
 const RETRY_MS = 50;
@@ -74,12 +75,9 @@ export class LeaseRenewer {
     if (this.held.size > 0) {
       let latest = 0;
       for (const c of this.held) latest = Math.max(latest, c.claimedAt + this.options.maxHoldMs);
-      let bound: NodeJS.Timeout | undefined;
-      await new Promise<void>((resolve) => {
-        this.drained = resolve;
-        bound = setTimeout(resolve, Math.max(0, latest - Date.now()));
+      await calledOrAt(latest, (done) => {
+        this.drained = done;
       });
-      clearTimeout(bound);
       this.drained = undefined;
     }
     this.stop();

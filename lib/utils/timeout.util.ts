@@ -11,3 +11,17 @@ export function withTimeout<T>(work: Promise<T>, ms: number, timedOut: () => Err
   });
   return Promise.race([work, late]).finally(() => clearTimeout(timer));
 }
+
+/**
+ * Resolves once `register`'s callback is called, or at the time `at` (ms since the epoch), whichever
+ * comes first. The timer keeps the process alive (a shutdown that waits must not be cut short by an
+ * empty event loop) and is cleared either way.
+ */
+export async function calledOrAt(at: number, register: (done: () => void) => void): Promise<void> {
+  let bound: NodeJS.Timeout | undefined;
+  await new Promise<void>((resolve) => {
+    register(resolve);
+    bound = setTimeout(resolve, Math.max(0, at - Date.now()));
+  });
+  clearTimeout(bound);
+}

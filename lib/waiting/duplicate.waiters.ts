@@ -3,6 +3,7 @@ import { IDEMPOTENCY_MODULE_OPTIONS } from '../idempotency.constants.js';
 import { LOGS } from '../idempotency.messages.js';
 import type { ClaimOutcome } from '../interfaces/idempotency-store.interface.js';
 import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
+import { calledOrAt } from '../utils/timeout.util.js';
 import { KeyWaiter } from './key.waiter.js';
 
 /** How long past the last waiter's deadline a graceful shutdown waits for its final look at the store. */
@@ -99,12 +100,9 @@ export class DuplicateWaiters implements BeforeApplicationShutdown {
     if (this.count === 0) return;
     let latest = 0;
     for (const waiters of this.waiting.values()) for (const waiter of waiters) latest = Math.max(latest, waiter.deadline);
-    let bound: NodeJS.Timeout | undefined;
-    await new Promise<void>((resolve) => {
-      this.answered = resolve;
-      bound = setTimeout(resolve, latest + ANSWER_GRACE_MS - Date.now());
+    await calledOrAt(latest + ANSWER_GRACE_MS, (done) => {
+      this.answered = done;
     });
-    clearTimeout(bound);
     this.answered = undefined;
     // The last one left its wait; its answer is written by the promise jobs after that.
     await new Promise((resolve) => setImmediate(resolve));

@@ -1,5 +1,5 @@
 import { describe, expect, it, jest } from '@jest/globals';
-import { withTimeout } from '../../lib/utils/timeout.util.js';
+import { calledOrAt, withTimeout } from '../../lib/utils/timeout.util.js';
 
 describe('withTimeout', () => {
   it('answers with the work when it settles first, and clears its timer', async () => {
@@ -18,5 +18,33 @@ describe('withTimeout', () => {
     expect(set.mock.calls[0][1]).toBe(5);
     expect(timer.hasRef()).toBe(false);
     set.mockRestore();
+  });
+});
+
+describe('calledOrAt', () => {
+  it('resolves when its callback is called, and clears its timer', async () => {
+    const clear = jest.spyOn(globalThis, 'clearTimeout');
+    let call!: () => void;
+    let done = false;
+    const waiting = calledOrAt(Date.now() + 60_000, (c) => (call = c)).then(() => (done = true));
+    await new Promise((r) => setImmediate(r));
+    expect(done).toBe(false);
+    call();
+    await waiting;
+    expect(clear).toHaveBeenCalledTimes(1);
+    clear.mockRestore();
+  });
+
+  it('resolves at the time given when the callback is never called, at once when that time is past', async () => {
+    jest.useFakeTimers({ now: 1_000_000 });
+    let done = false;
+    const waiting = calledOrAt(1_005_000, () => undefined).then(() => (done = true));
+    await jest.advanceTimersByTimeAsync(4_999);
+    expect(done).toBe(false);
+    await jest.advanceTimersByTimeAsync(1);
+    await waiting;
+    jest.useRealTimers();
+    // A time already past resolves at once.
+    await calledOrAt(0, () => undefined);
   });
 });
