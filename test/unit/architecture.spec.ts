@@ -40,7 +40,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   // Recovery points: a run of atomic phases as the protocol drives it, knowing no HTTP.
   phases: ['phases', 'interfaces', 'exceptions', 'utils', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   // Duplicates that wait for a key in flight: the protocol's, knowing neither HTTP nor a store.
-  waiting: ['waiting', 'interfaces', 'idempotency.constants.ts', 'idempotency.messages.ts'],
+  waiting: ['waiting', 'interfaces', 'utils', 'idempotency.constants.ts', 'idempotency.messages.ts'],
   // The second public entry (nestjs-idempotency/testing): only the public types, never the module.
   testing: ['testing', 'interfaces'],
 };
