@@ -1,7 +1,13 @@
 import { createServer } from 'node:net';
 
-/** A free TCP port on 127.0.0.1 (bound once, then released); 0 lets the kernel choose. */
-export function freePort(wanted = 0): Promise<number> {
+/**
+ * Ports this process was handed lately, across test files (jest runs them in one process, each with
+ * its own module registry). The kernel may hand a just-released port out again, and two servers
+ * started side by side (PostgreSQL and RabbitMQ in one suite) then race for one port.
+ */
+const handedOut: number[] = ((globalThis as { __idemHandedOutPorts?: number[] }).__idemHandedOutPorts ??= []);
+
+function bindOnce(wanted: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.once('error', reject);
@@ -10,6 +16,22 @@ export function freePort(wanted = 0): Promise<number> {
       srv.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
     });
   });
+}
+
+/**
+ * A free TCP port on 127.0.0.1 (bound once, then released), not one handed out among the last 512;
+ * `wanted` checks that port instead (0 lets the kernel choose).
+ */
+export async function freePort(wanted = 0): Promise<number> {
+  if (wanted !== 0) return bindOnce(wanted);
+  for (let attempt = 0; ; attempt++) {
+    const port = await bindOnce(0);
+    if (!handedOut.includes(port) || attempt === 20) {
+      handedOut.push(port);
+      if (handedOut.length > 512) handedOut.shift();
+      return port;
+    }
+  }
 }
 
 /** A server on a port of its own: started with `resume()`, stopped with `stop()`. */

@@ -1,7 +1,7 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
+import amqp from 'amqplib';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { connect as tcpConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort, startRetried } from './ports.js';
@@ -24,15 +24,20 @@ export function rabbitAvailable(suite: string): boolean {
   return false;
 }
 
-function portOpen(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = tcpConnect(port, '127.0.0.1');
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
+/**
+ * Whether an AMQP handshake with the broker at `url` completes. An open port is not enough: the
+ * broker accepts TCP before it is ready and may close the socket mid-handshake ("Socket closed
+ * abruptly during opening handshake", a CI failure of stop 42), and a port chosen free can meanwhile
+ * be another server's (a PostgreSQL started beside the broker answers AMQP the same way).
+ */
+async function amqpReady(url: string): Promise<boolean> {
+  try {
+    const connection = await amqp.connect(url, { timeout: 5_000 });
+    await connection.close();
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**
@@ -92,17 +97,20 @@ export class RabbitMqServer {
     this.broker = track(spawn(RABBITMQ, [], { cwd: this.dir, env, stdio: ['ignore', 'pipe', 'pipe'] }));
     this.broker.stdout?.on('data', (d) => this.output.push(String(d)));
     this.broker.stderr?.on('data', (d) => this.output.push(String(d)));
-    // The AMQP listener opens last in the broker's boot: once it accepts, the broker is ready.
-    for (let i = 0; i < 1200; i++) {
+    // Ready once a handshake completes; a broker that exits (its port taken) is started again elsewhere.
+    const deadline = Date.now() + 60_000;
+    while (Date.now() < deadline) {
       if (this.broker.exitCode !== null) {
         throw new Error(
           `rabbitmq-server on ${this.port} exited with ${this.broker.exitCode}: ${this.output.join('').slice(-2000)}`,
         );
       }
-      if (await portOpen(this.port)) return;
+      if (await amqpReady(this.url)) return;
       await sleep(50);
     }
-    throw new Error(`rabbitmq-server on ${this.port} did not listen within 60 s: ${this.output.join('').slice(-2000)}`);
+    throw new Error(
+      `rabbitmq-server on ${this.port} completed no AMQP handshake within 60 s: ${this.output.join('').slice(-2000)}`,
+    );
   }
 
   /**
