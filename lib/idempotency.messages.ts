@@ -123,6 +123,8 @@ export const LOGS = {
   perProcess:
     'InMemoryStore keeps idempotency state per process: a retry that reaches another pod runs again. Use RedisStore with more than one instance.',
   redisDown: (reason: string) => `Redis unreachable: ${reason}`,
+  claimWrites: (fn: string) =>
+    `${fn} is the claim function of migration 001, which locks the row on every replay and conflict (replays of one key wait for each other): apply sql/postgres/003_idempotency_claim_reads_first.sql, or store.schemaSql()`,
   postgresIdleError: (reason: string) => `an idle PostgreSQL connection failed; the pool replaces it: ${reason}`,
   sweepFailed: (reason: string) => `sweeping expired idempotency rows failed; the next sweep tries again: ${reason}`,
   redisUp: 'Redis reachable again',

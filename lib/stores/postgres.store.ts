@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { FAILURES } from '../idempotency.messages.js';
+import { FAILURES, LOGS } from '../idempotency.messages.js';
 import type {
   ClaimOutcome,
   IdempotencyClaim,
@@ -20,7 +20,14 @@ import { resolvePostgresOptions } from './postgres-options.resolver.js';
 import { PHASES_SUFFIX, phasesSchemaSql, PostgresCompletions } from './postgres.completions.js';
 import { LARGE_RECORD_BYTES, onSizedConnection, readRecordParts } from './postgres.large-records.js';
 import { createPostgresPool } from './postgres.pool.js';
-import { CLAIM_SUFFIX, derivedName, INLINE_RECORD_BYTES, postgresSchemaSql, type PostgresNames } from './postgres.schema.js';
+import {
+  CLAIM_SUFFIX,
+  claimReadsFirstSql,
+  derivedName,
+  INLINE_RECORD_BYTES,
+  postgresSchemaSql,
+  type PostgresNames,
+} from './postgres.schema.js';
 import { createPostgresSchema, verifyPostgresTable } from './postgres.verifier.js';
 import { NORMAL, PoolLanes, RENEWAL, URGENT, type Lane } from './pool.lanes.js';
 import { StatementNames } from './postgres.statement-names.js';
@@ -72,9 +79,9 @@ export class PostgresStore implements IdempotencyStore {
     this.sweeper = new SqlSweeper(resolved.sweepIntervalMs, () => this.sweep(), this.logger);
   }
 
-  /** The DDL the store runs with `createSchema` (the default): for a migration of your own. */
+  /** The DDL the store runs with `createSchema` (the default): migrations 001 to 003 for your names. */
   schemaSql(): string {
-    return postgresSchemaSql(this.names) + phasesSchemaSql(this.names);
+    return postgresSchemaSql(this.names) + phasesSchemaSql(this.names) + claimReadsFirstSql(this.names);
   }
 
   /** Connects (and creates the schema unless told not to); the module calls it at startup. */
@@ -102,7 +109,7 @@ export class PostgresStore implements IdempotencyStore {
 
   /** Answers when the tables, their keys and the claim function are as this release needs them. */
   async ping(): Promise<void> {
-    this.hasPhases = await verifyPostgresTable(await this.pool(), this.names, this.readTimeoutMs);
+    this.hasPhases = (await verifyPostgresTable(await this.pool(), this.names, this.readTimeoutMs)).phases;
   }
 
   async peek(key: string): Promise<PeekedEntry | undefined> {
@@ -240,7 +247,9 @@ export class PostgresStore implements IdempotencyStore {
     const size = this.options.pool ? ((pool as { options?: { max?: number } }).options?.max ?? DEFAULT_POOL_SIZE) : this.poolSize;
     this.lanes = new PoolLanes(size, this.timeoutMs);
     if (this.options.createSchema !== false) await createPostgresSchema(pool, this.schemaSql());
-    this.hasPhases = await verifyPostgresTable(pool, this.names, this.readTimeoutMs);
+    const found = await verifyPostgresTable(pool, this.names, this.readTimeoutMs);
+    this.hasPhases = found.phases;
+    if (!found.claimReadsFirst) this.logger.warn(LOGS.claimWrites(this.qualified(CLAIM_SUFFIX)));
     this.sweeper.start();
     return pool;
   }

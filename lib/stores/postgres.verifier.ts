@@ -20,14 +20,26 @@ function columnProblems(found: Record<string, string>, expected: Readonly<Record
     .map(([column, type]) => FAILURES.column(`${table}${column}`, type, found[column]));
 }
 
+/** What {@link verifyPostgresTable} found besides what it requires. */
+export interface PostgresTableFound {
+  /** The recovery points' table (migration 002) is there. */
+  readonly phases: boolean;
+  /** The claim function reads before it writes (migration 003); the 001 version works, but every replay writes. */
+  readonly claimReadsFirst: boolean;
+}
+
 /**
  * Refuses a table this release cannot work with (made by hand or by an older migration): a wrong
  * or missing column, no primary key on `key`, no claim function. Without it, such a table passed
  * the start and answered 503 to every request, or stored a first response and 503 to every retry.
  * The recovery points' table (migration 002) may be missing: only `atomicPhases` routes need it, and
- * they answer 503 without it. Answers whether it is there.
+ * they answer 503 without it; so may migration 003 (the claim function of 001 gives the same answers).
  */
-export async function verifyPostgresTable(pool: PostgresPoolLike, names: PostgresNames, timeoutMs: number): Promise<boolean> {
+export async function verifyPostgresTable(
+  pool: PostgresPoolLike,
+  names: PostgresNames,
+  timeoutMs: number,
+): Promise<PostgresTableFound> {
   const { schema, table } = names;
   const claimFunction = `"${schema}"."${derivedName(table, CLAIM_SUFFIX)}"`;
   const phasesTable = `"${schema}"."${derivedName(table, PHASES_SUFFIX)}"`;
@@ -38,6 +50,8 @@ export async function verifyPostgresTable(pool: PostgresPoolLike, names: Postgre
        EXISTS (SELECT 1 FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
           WHERE i.indrelid = to_regclass($1) AND i.indisunique AND i.indnatts = 1 AND a.attname = 'key') AS keyed,
        to_regprocedure($2) IS NOT NULL AS claims,
+       (SELECT strpos(p.prosrc, 'SELECT r.state') < strpos(p.prosrc, 'INSERT INTO')
+          FROM pg_proc p WHERE p.oid = to_regprocedure($2)) AS reads_first,
        (SELECT json_object_agg(a.attname, format_type(a.atttypid, a.atttypmod))
           FROM pg_attribute a WHERE a.attrelid = to_regclass($3) AND a.attnum > 0 AND NOT a.attisdropped) AS phases`,
     values: [`"${schema}"."${table}"`, `${claimFunction}(text, text, text, integer, integer)`, phasesTable],
@@ -48,6 +62,7 @@ export async function verifyPostgresTable(pool: PostgresPoolLike, names: Postgre
     columns: Record<string, string>;
     keyed: boolean;
     claims: boolean;
+    reads_first: boolean | null;
     phases: Record<string, string> | null;
   }[];
   const problems: string[] = [];
@@ -59,7 +74,7 @@ export async function verifyPostgresTable(pool: PostgresPoolLike, names: Postgre
   if (!found.claims) problems.push(FAILURES.noClaimFunction(claimFunction));
   if (found.phases) problems.push(...columnProblems(found.phases, PHASES_COLUMNS, `${phasesTable}.`));
   if (problems.length) throw new Error(FAILURES.schemaMismatch('PostgresStore', `"${schema}"."${table}"`, problems));
-  return found.phases !== null;
+  return { phases: found.phases !== null, claimReadsFirst: found.reads_first === true };
 }
 
 /** Two pods starting at once may both create the schema: a lost race is retried once the winner is done. */

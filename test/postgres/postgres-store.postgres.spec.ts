@@ -206,6 +206,34 @@ describePg('PostgresStore', () => {
     }
   });
 
+  it('a replay and a conflict write nothing: no transaction id, and no wait behind a replay of the same key in an open transaction', async () => {
+    const url = await database();
+    const store = new PostgresStore({ connectionString: url, sweepIntervalMs: 0 });
+    stores.push(store);
+    await store.open();
+    await store.claim('stored', claim('a'));
+    await store.commit('stored', 'a', sampleRecord('fp'), 60_000);
+    await store.claim('running', claim('a'));
+    const other = new pg.Client({ connectionString: url });
+    await other.connect();
+    try {
+      for (const key of ['stored', 'running']) {
+        await other.query('BEGIN');
+        const [row] = (
+          await other.query('SELECT claimed FROM idempotency_records_claim2($1, $2, $3, $4, $5)', [key, 'b', 'fp', 5000, 1 << 20])
+        ).rows as { claimed: boolean }[];
+        expect(row.claimed).toBe(false);
+        // The 001 version took a transaction id here: its INSERT … ON CONFLICT DO UPDATE locked the row.
+        expect((await other.query('SELECT txid_current_if_assigned() AS xid')).rows).toEqual([{ xid: null }]);
+        // With the other replay's transaction still open, the store's own claim of the key answers.
+        expect((await store.claim(key, claim('c'))).state).toBe(key === 'stored' ? 'completed' : 'in-flight');
+        await other.query('ROLLBACK');
+      }
+    } finally {
+      await other.end();
+    }
+  });
+
   it('takes over an expired record and a dead lease inside the claim', async () => {
     const store = await ownStore({ sweepIntervalMs: 0 });
     await store.claim('dead', claim('crashed', 'fp', 50));
@@ -309,17 +337,35 @@ describePg('PostgresStore', () => {
     expect(rows[0].relpersistence).toBe('p'); // LOGGED
   });
 
-  it('the shipped migration sql/postgres/001, run as a migration tool runs it, is all a store with createSchema: false needs', async () => {
+  it('the shipped migration sql/postgres/001, run as a migration tool runs it, is all a store with createSchema: false needs; 003 then stops its warning', async () => {
     const url = await database();
     const admin = pool(url);
     // One multi-statement query, as TypeORM's queryRunner.query(), Knex's raw() or psql -f send it.
     await admin.query(readFileSync('sql/postgres/001_idempotency_records.sql', 'utf8'));
     const store = new PostgresStore({ pool: admin, createSchema: false, sweepIntervalMs: 0 });
     stores.push(store);
-    await store.open(); // verifies the table and the claim function
-    expect(await store.claim('k', claim('a'))).toEqual({ state: 'claimed' });
-    expect(await store.commit('k', 'a', sampleRecord('fp'), 10_000)).toBe(true);
-    expect((await store.claim('k', claim('b'))).state).toBe('completed');
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    try {
+      await store.open(); // verifies the table and the claim function
+      // 001's claim function works, but every replay locks its row: the operator is told to apply 003.
+      expect(warn.mock.calls.map(([message]) => message)).toEqual([
+        expect.stringMatching(
+          /^"public"."idempotency_records_claim2" is the claim function of migration 001, .* apply sql\/postgres\/003_idempotency_claim_reads_first\.sql/,
+        ),
+      ]);
+      expect(await store.claim('k', claim('a'))).toEqual({ state: 'claimed' });
+      expect(await store.commit('k', 'a', sampleRecord('fp'), 10_000)).toBe(true);
+      expect((await store.claim('k', claim('b'))).state).toBe('completed');
+      await admin.query(readFileSync('sql/postgres/003_idempotency_claim_reads_first.sql', 'utf8'));
+      warn.mockClear();
+      const upgraded = new PostgresStore({ pool: admin, createSchema: false, sweepIntervalMs: 0 });
+      stores.push(upgraded);
+      await upgraded.open();
+      expect(warn).not.toHaveBeenCalled();
+      expect((await upgraded.claim('k', claim('b'))).state).toBe('completed');
+    } finally {
+      warn.mockRestore();
+    }
   });
 
   it("the README's psql line, run word for word from an app's folder, applies the shipped file", async () => {
@@ -336,7 +382,13 @@ describePg('PostgresStore', () => {
     }
     const store = new PostgresStore({ connectionString: url, createSchema: false, sweepIntervalMs: 0 });
     stores.push(store);
-    await store.open();
+    const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+    try {
+      await store.open();
+      expect(warn).not.toHaveBeenCalled(); // 003 applied too: the claim function reads first
+    } finally {
+      warn.mockRestore();
+    }
     expect(await store.claim('k', claim('a'))).toEqual({ state: 'claimed' });
   });
 

@@ -10,7 +10,11 @@ function ddl(path: string): string {
 describe('the SQL files shipped for migration tools', () => {
   it('are versioned, one folder per store', () => {
     expect(readdirSync('sql').sort()).toEqual(['postgres', 'sqlite']);
-    expect(readdirSync('sql/postgres').sort()).toEqual(['001_idempotency_records.sql', '002_idempotency_phases.sql']);
+    expect(readdirSync('sql/postgres').sort()).toEqual([
+      '001_idempotency_records.sql',
+      '002_idempotency_phases.sql',
+      '003_idempotency_claim_reads_first.sql',
+    ]);
     expect(readdirSync('sql/sqlite')).toEqual(['001_idempotency_records.sql']);
   });
 
@@ -18,9 +22,11 @@ describe('the SQL files shipped for migration tools', () => {
     const postgres = new PostgresStore({ connectionString: 'postgres://127.0.0.1:1/none', sweepIntervalMs: 0 });
     const sqlite = new SqliteStore({ filename: ':memory:', sweepIntervalMs: 0 });
     // Applied in order, the versions make up what createSchema runs.
-    expect(ddl('sql/postgres/001_idempotency_records.sql') + ddl('sql/postgres/002_idempotency_phases.sql')).toBe(
-      postgres.schemaSql(),
-    );
+    expect(
+      ddl('sql/postgres/001_idempotency_records.sql') +
+        ddl('sql/postgres/002_idempotency_phases.sql') +
+        ddl('sql/postgres/003_idempotency_claim_reads_first.sql'),
+    ).toBe(postgres.schemaSql());
     expect(ddl('sql/sqlite/001_idempotency_records.sql')).toBe(sqlite.schemaSql());
     await Promise.all([postgres.close(), sqlite.close()]);
   });
