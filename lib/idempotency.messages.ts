@@ -123,8 +123,7 @@ export const LOGS = {
   perProcess:
     'InMemoryStore keeps idempotency state per process: a retry that reaches another pod runs again. Use RedisStore with more than one instance.',
   redisDown: (reason: string) => `Redis unreachable: ${reason}`,
-  claimWrites: (fn: string) =>
-    `${fn} is the claim function of migration 001, which locks the row on every replay and conflict (replays of one key wait for each other): apply sql/postgres/003_idempotency_claim_reads_first.sql, or store.schemaSql()`,
+  claimWrites: (fn: string) => `${fn} is migration 001's, which locks the row on each replay: apply sql/postgres/003`,
   postgresIdleError: (reason: string) => `an idle PostgreSQL connection failed; the pool replaces it: ${reason}`,
   sweepFailed: (reason: string) => `sweeping expired idempotency rows failed; the next sweep tries again: ${reason}`,
   redisUp: 'Redis reachable again',
@@ -189,8 +188,7 @@ export const CONFIG_ERRORS = {
   notAnObject: 'options must be an object',
   notAStore: (option: string, method: string) => `${option} must implement IdempotencyStore (missing ${method}())`,
   storeTwice: 'give store or cache (its deprecated name), not both',
-  noAdmin: (store: string, method: string) =>
-    `IdempotencyAdmin needs the store's ${method}(), which ${store} does not implement (see IdempotencyStore)`,
+  noAdmin: (store: string, method: string) => `IdempotencyAdmin needs IdempotencyStore's ${method}(), which ${store} lacks`,
   adminKey: 'IdempotencyAdmin: the key must be a non-empty string, as the client sent it',
   adminScope: 'IdempotencyAdmin: scope must be a non-empty string, as the identity resolver returns it',
   inboxString: (what: string) => `IdempotencyInbox.run(): ${what} must be a non-empty string`,

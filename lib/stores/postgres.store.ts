@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { FAILURES, LOGS } from '../idempotency.messages.js';
+import { LOGS } from '../idempotency.messages.js';
 import type {
   ClaimOutcome,
   IdempotencyClaim,
@@ -18,35 +18,24 @@ import {
 } from './postgres-store.options.js';
 import { resolvePostgresOptions } from './postgres-options.resolver.js';
 import { PHASES_SUFFIX, phasesSchemaSql, PostgresCompletions } from './postgres.completions.js';
-import { LARGE_RECORD_BYTES, onSizedConnection, readRecordParts } from './postgres.large-records.js';
+import { LARGE_RECORD_BYTES, onSizedConnection } from './postgres.large-records.js';
 import { createPostgresPool } from './postgres.pool.js';
-import {
-  CLAIM_SUFFIX,
-  claimReadsFirstSql,
-  derivedName,
-  INLINE_RECORD_BYTES,
-  postgresSchemaSql,
-  type PostgresNames,
-} from './postgres.schema.js';
+import { CLAIM_SUFFIX, claimReadsFirstSql, derivedName, postgresSchemaSql, type PostgresNames } from './postgres.schema.js';
 import { createPostgresSchema, verifyPostgresTable } from './postgres.verifier.js';
 import { NORMAL, PoolLanes, RENEWAL, URGENT, type Lane } from './pool.lanes.js';
 import { StatementNames } from './postgres.statement-names.js';
 import { sweepExpired } from './postgres.sweep.js';
 import { PostgresWakeups, SETTLED_CHANNEL } from './postgres.wakeups.js';
+import { PostgresClaims } from './postgres.claims.js';
 import { LazyConnection } from './lazy.connection.js';
 import { SqlSweeper } from './sql.sweeper.js';
 import { held, type HeldRow } from './sql.rows.js';
 import { encodeRecord } from './store-value.codec.js';
 
-type ClaimRow = { claimed: true } | ({ claimed: false; record_size: number | null; version: string } & HeldRow);
-
-/** How often a claim starts over when the large record it was reading in parts changed under it. */
-const PART_READ_ATTEMPTS = 3;
-
 /**
  * An {@link IdempotencyStore} on PostgreSQL (node-postgres 8), shared by every pod: one LOGGED table,
  * times from the database clock. A first request costs two round trips (claim-or-read, commit), a
- * replay or a conflict one. Commit, release and renew change a row only while it holds the caller's
+ * replay or a conflict one; claims that wait for a connection together share one. Commit, release and renew change a row only while it holds the caller's
  * live claim (its owner token); expired rows are taken over by the next claim and swept in batches.
  */
 export class PostgresStore implements IdempotencyStore {
@@ -66,6 +55,7 @@ export class PostgresStore implements IdempotencyStore {
   private hasPhases = false;
   /** Set when `preparedStatements`. */
   private readonly statementNames: StatementNames | undefined;
+  private readonly claims: PostgresClaims;
 
   constructor(private readonly options: PostgresStoreOptions) {
     const resolved = resolvePostgresOptions(options);
@@ -76,6 +66,14 @@ export class PostgresStore implements IdempotencyStore {
     this.statementNames = resolved.preparedStatements ? new StatementNames() : undefined;
     this.wakeups = new PostgresWakeups(options, this.logger);
     this.completions = new PostgresCompletions(this.qualified(), this.qualified(PHASES_SUFFIX));
+    const send = async (text: string, values: unknown[]) => (await this.statement(await this.pool(), text, values)).rows;
+    this.claims = new PostgresClaims(
+      this.qualified(),
+      this.qualified(CLAIM_SUFFIX),
+      () => this.lanes!,
+      send,
+      this.executor(NORMAL),
+    );
     this.sweeper = new SqlSweeper(resolved.sweepIntervalMs, () => this.sweep(), this.logger);
   }
 
@@ -90,21 +88,8 @@ export class PostgresStore implements IdempotencyStore {
   }
 
   async claim(key: string, claim: IdempotencyClaim): Promise<ClaimOutcome> {
-    for (let attempt = 1; ; attempt++) {
-      const [row] = (await this.run(NORMAL, `SELECT * FROM ${this.qualified(CLAIM_SUFFIX)}($1, $2, $3, $4, $5)`, [
-        key,
-        claim.owner,
-        claim.fingerprint,
-        claim.leaseMs,
-        INLINE_RECORD_BYTES,
-      ])) as unknown as ClaimRow[];
-      if (row.claimed) return { state: 'claimed' };
-      if (row.record !== null || row.record_size === null) return held(row);
-      const record = await readRecordParts(this.executor(NORMAL), this.qualified(), key, row.version, row.record_size);
-      if (record) return held({ ...row, record });
-      // The record changed (expired, taken over) while its parts were read: decide again.
-      if (attempt >= PART_READ_ATTEMPTS) throw new Error(FAILURES.recordMoving);
-    }
+    await this.pool();
+    return this.claims.claim(key, claim);
   }
 
   /** Answers when the tables, their keys and the claim function are as this release needs them. */
@@ -230,8 +215,11 @@ export class PostgresStore implements IdempotencyStore {
 
   private async query(lane: Lane, text: string, values: unknown[]) {
     const pool = await this.pool();
-    const name = this.statementNames?.of(text);
-    return this.lanes!.run(lane, () => pool.query({ text, values, query_timeout: this.readTimeoutMs, name }));
+    return this.lanes!.run(lane, () => this.statement(pool, text, values));
+  }
+
+  private statement(pool: PostgresPoolLike, text: string, values: unknown[]) {
+    return pool.query({ text, values, query_timeout: this.readTimeoutMs, name: this.statementNames?.of(text) });
   }
 
   /** The pool, connected and with its schema. */

@@ -132,6 +132,30 @@ describePg('PostgresStore', () => {
     expect(p.count).toBe(1);
   });
 
+  it('claims that wait for a connection go to the database together, each answered as if alone; two of one key: one claims', async () => {
+    const p = counted(pool(await database()));
+    const store = new PostgresStore({ pool: p, sweepIntervalMs: 0 });
+    stores.push(store);
+    await store.open();
+    await store.claim('done', claim('a'));
+    await store.commit('done', 'a', sampleRecord('fp'), 60_000);
+    await store.claim('running', claim('a', 'other'));
+    p.count = 0;
+    // 40 claims at once on a pool of 4 (3 connections for claims): new keys, a key twice, a replay, a conflict.
+    const keys = [...Array.from({ length: 36 }, (_, i) => `new-${39 - i}`), 'twice', 'twice', 'done', 'running'];
+    const outcomes = await Promise.all(keys.map((key, i) => store.claim(key, claim(`o${i}`))));
+    expect(p.count).toBeLessThan(keys.length / 4);
+    expect(outcomes.slice(0, 36)).toEqual(Array.from({ length: 36 }, () => ({ state: 'claimed' })));
+    expect(outcomes.slice(36, 38)).toEqual(
+      expect.arrayContaining([{ state: 'claimed' }, { state: 'in-flight', fingerprint: 'fp' }]),
+    );
+    expect(outcomes[38]).toEqual({ state: 'completed', record: sampleRecord('fp') });
+    expect(outcomes[39]).toEqual({ state: 'in-flight', fingerprint: 'other' });
+    // Each claim is its owner's: the commit of owner o5 lands on new-34, of nobody else.
+    expect(await store.commit('new-34', 'o5', sampleRecord('fp'), 60_000)).toBe(true);
+    expect(await store.commit('new-33', 'o5', sampleRecord('fp'), 60_000)).toBe(false);
+  });
+
   it('runs named prepared statements, named by their text, so stores of two tables share one connection; or unnamed ones', async () => {
     const url = await database();
     const one = new pg.Pool({ connectionString: url, max: 1 });
@@ -349,9 +373,7 @@ describePg('PostgresStore', () => {
       await store.open(); // verifies the table and the claim function
       // 001's claim function works, but every replay locks its row: the operator is told to apply 003.
       expect(warn.mock.calls.map(([message]) => message)).toEqual([
-        expect.stringMatching(
-          /^"public"."idempotency_records_claim2" is the claim function of migration 001, .* apply sql\/postgres\/003_idempotency_claim_reads_first\.sql/,
-        ),
+        '"public"."idempotency_records_claim2" is migration 001\'s, which locks the row on each replay: apply sql/postgres/003',
       ]);
       expect(await store.claim('k', claim('a'))).toEqual({ state: 'claimed' });
       expect(await store.commit('k', 'a', sampleRecord('fp'), 10_000)).toBe(true);

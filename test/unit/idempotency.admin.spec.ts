@@ -13,9 +13,9 @@ describe('IdempotencyAdmin', () => {
     const { claim, commit, release, renew } = new InMemoryStore();
     const bare: IdempotencyStore = { claim, commit, release, renew };
     await expect(admin({ store: bare }).inspect('k')).rejects.toThrow(
-      "IdempotencyAdmin needs the store's peek(), which Object does not implement (see IdempotencyStore)",
+      "IdempotencyAdmin needs IdempotencyStore's peek(), which Object lacks",
     );
-    await expect(admin({ store: bare }).forget('k')).rejects.toThrow("IdempotencyAdmin needs the store's forget()");
+    await expect(admin({ store: bare }).forget('k')).rejects.toThrow("IdempotencyAdmin needs IdempotencyStore's forget()");
   });
 
   it('refuses a key or scope that is not a non-empty string', async () => {
