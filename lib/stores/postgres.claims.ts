@@ -60,7 +60,8 @@ export class PostgresClaims {
   /**
    * One claim is the plain call; more are the claim function for each, in the order of their keys,
    * so two batches (of this pod or another) that share keys lock them in one order and cannot
-   * deadlock.
+   * deadlock. A key twice: the later call sees the earlier one's row (a volatile function's
+   * statements see what the statement did before them), as a second statement would.
    */
   private async rows(asks: readonly ClaimAsk[]): Promise<ClaimRow[]> {
     if (asks.length === 1) {
@@ -73,7 +74,9 @@ export class PostgresClaims {
         INLINE_RECORD_BYTES,
       ])) as unknown as ClaimRow[];
     }
-    const sorted = [...asks].sort((a, b) => (a.key < b.key ? -1 : 1));
+    // Stable: two claims of one key keep the order they were asked in.
+    const order = asks.map((_, i) => i).sort((a, b) => (asks[a].key < asks[b].key ? -1 : asks[a].key > asks[b].key ? 1 : 0));
+    const sorted = order.map((i) => asks[i]);
     const rows = (await this.send(
       `SELECT u.i::int AS i, c.* FROM unnest($1::text[], $2::text[], $3::text[], $4::int[]) WITH ORDINALITY
          AS u(key, owner, fingerprint, lease_ms, i) CROSS JOIN LATERAL ${this.fn}(u.key, u.owner, u.fingerprint, u.lease_ms, $5) c`,
@@ -85,7 +88,8 @@ export class PostgresClaims {
         INLINE_RECORD_BYTES,
       ],
     )) as unknown as (ClaimRow & { i: number })[];
-    const byKey = new Map(rows.map((row) => [sorted[row.i - 1].key, row]));
-    return asks.map((ask) => byKey.get(ask.key)!);
+    const answers: ClaimRow[] = [];
+    for (const { i, ...row } of rows) answers[order[i - 1]] = row;
+    return answers;
   }
 }

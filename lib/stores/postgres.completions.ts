@@ -54,6 +54,14 @@ export const PHASES_COLUMNS: Readonly<Record<string, string>> = {
   expires_at: 'timestamp with time zone',
 };
 
+/** One claim's commit, as {@link PostgresCompletions.completeAll} takes it. */
+export interface Completion {
+  readonly key: string;
+  readonly owner: string;
+  readonly value: Buffer;
+  readonly ttlMs: number;
+}
+
 /** The transactional completion's fence on the clock: under REPEATABLE READ a lapsed claim another took must match nothing. */
 const IN_LEASE = ' AND expires_at > clock_timestamp()';
 
@@ -95,6 +103,28 @@ export class PostgresCompletions {
       [value, ttlMs, key, owner],
     )) as { completed: number }[];
     return row.completed === 1;
+  }
+
+  /**
+   * {@link complete} for many claims in one statement, each fenced on its own (on the pool, not in a
+   * handler's transaction). Answers which landed, in the order given. Keys go in sorted, as claims
+   * do; two batches could only lock rows in crossing order when keys were taken over in between
+   * (two lapsed leases at once), and a deadlock PostgreSQL breaks fails the batch: a failed commit
+   * is tried again, as always.
+   */
+  async completeAll(sql: SqlExecutor, commits: readonly Completion[]): Promise<boolean[]> {
+    const sorted = [...commits].sort((a, b) => (a.key < b.key ? -1 : 1));
+    const rows = (await sql.query(
+      `WITH c AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::bigint[]) AS c(key, owner, record, ttl_ms)),
+       done AS (UPDATE ${this.records} AS r SET state = 1, owner = NULL, record = c.record,
+         expires_at = clock_timestamp() + c.ttl_ms * interval '1 millisecond'
+       FROM c WHERE r.key = c.key AND r.owner = c.owner AND r.state = 0 RETURNING r.key, c.owner)
+       SELECT key, owner FROM done`,
+      [sorted.map((c) => c.key), sorted.map((c) => c.owner), sorted.map((c) => c.value), sorted.map((c) => c.ttlMs)],
+    )) as { key: string; owner: string }[];
+    // An owner holds no newline (a UUID), so owner, newline, key names one pair alone.
+    const landed = new Set(rows.map((r) => `${r.owner}\n${r.key}`));
+    return commits.map((c) => landed.has(`${c.owner}\n${c.key}`));
   }
 
   async read(sql: SqlExecutor, key: string): Promise<RecoveryPoint | undefined> {

@@ -18,7 +18,6 @@ import {
 } from './postgres-store.options.js';
 import { resolvePostgresOptions } from './postgres-options.resolver.js';
 import { PHASES_SUFFIX, phasesSchemaSql, PostgresCompletions } from './postgres.completions.js';
-import { LARGE_RECORD_BYTES, onSizedConnection } from './postgres.large-records.js';
 import { createPostgresPool } from './postgres.pool.js';
 import { CLAIM_SUFFIX, claimReadsFirstSql, derivedName, postgresSchemaSql, type PostgresNames } from './postgres.schema.js';
 import { createPostgresSchema, verifyPostgresTable } from './postgres.verifier.js';
@@ -27,6 +26,7 @@ import { StatementNames } from './postgres.statement-names.js';
 import { sweepExpired } from './postgres.sweep.js';
 import { PostgresWakeups, SETTLED_CHANNEL } from './postgres.wakeups.js';
 import { PostgresClaims } from './postgres.claims.js';
+import { PostgresCommits } from './postgres.commits.js';
 import { LazyConnection } from './lazy.connection.js';
 import { SqlSweeper } from './sql.sweeper.js';
 import { held, type HeldRow } from './sql.rows.js';
@@ -35,8 +35,9 @@ import { encodeRecord } from './store-value.codec.js';
 /**
  * An {@link IdempotencyStore} on PostgreSQL (node-postgres 8), shared by every pod: one LOGGED table,
  * times from the database clock. A first request costs two round trips (claim-or-read, commit), a
- * replay or a conflict one; claims that wait for a connection together share one. Commit, release and renew change a row only while it holds the caller's
- * live claim (its owner token); expired rows are taken over by the next claim and swept in batches.
+ * replay or a conflict one; claims, or commits, that wait for a connection together share one.
+ * Commit, release and renew change a row only while it holds the caller's live claim (its owner
+ * token); expired rows are taken over by the next claim and swept in batches.
  */
 export class PostgresStore implements IdempotencyStore {
   private readonly logger = new Logger('PostgresStore');
@@ -56,6 +57,7 @@ export class PostgresStore implements IdempotencyStore {
   /** Set when `preparedStatements`. */
   private readonly statementNames: StatementNames | undefined;
   private readonly claims: PostgresClaims;
+  private readonly commits: PostgresCommits;
 
   constructor(private readonly options: PostgresStoreOptions) {
     const resolved = resolvePostgresOptions(options);
@@ -67,6 +69,13 @@ export class PostgresStore implements IdempotencyStore {
     this.wakeups = new PostgresWakeups(options, this.logger);
     this.completions = new PostgresCompletions(this.qualified(), this.qualified(PHASES_SUFFIX));
     const send = async (text: string, values: unknown[]) => (await this.statement(await this.pool(), text, values)).rows;
+    this.commits = new PostgresCommits(
+      this.completions,
+      () => this.lanes!,
+      send,
+      () => this.pool(),
+      this.timeoutMs,
+    );
     this.claims = new PostgresClaims(
       this.qualified(),
       this.qualified(CLAIM_SUFFIX),
@@ -113,25 +122,10 @@ export class PostgresStore implements IdempotencyStore {
     return this.fenced(NORMAL, `DELETE FROM ${this.qualified()} WHERE key = $1 AND expires_at > clock_timestamp()`, [key]);
   }
 
-  /**
-   * The same statement as {@link completeIn}, on the store's own pool: one round trip either way, in
-   * the urgent lane (a finished handler's commit never waits behind new claims). A large record gets
-   * a connection of its own whose statement timeout is scaled to its size.
-   */
+  /** One round trip, as {@link completeIn} is; commits that wait for a connection together share one. */
   async commit(key: string, owner: string, record: IdempotencyRecord, ttlMs: number): Promise<boolean> {
-    const value = encodeRecord(record);
-    if (value.length > LARGE_RECORD_BYTES) return this.commitLarge(key, owner, value, ttlMs);
-    return this.completions.complete(this.executor(URGENT), key, owner, value, ttlMs);
-  }
-
-  private async commitLarge(key: string, owner: string, value: Buffer, ttlMs: number): Promise<boolean> {
-    const pool = await this.pool();
-    if (!pool.connect) return this.completions.complete(this.executor(URGENT), key, owner, value, ttlMs);
-    return this.lanes!.run(URGENT, () =>
-      onSizedConnection(pool, this.timeoutMs, SERVER_FIRST_MS, value.length, (sql) =>
-        this.completions.complete(sql, key, owner, value, ttlMs),
-      ),
-    );
+    await this.pool();
+    return this.commits.commit({ key, owner, value: encodeRecord(record), ttlMs });
   }
 
   /** The fenced commit as one statement, here in the caller's transaction. */

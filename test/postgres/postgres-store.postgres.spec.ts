@@ -132,7 +132,7 @@ describePg('PostgresStore', () => {
     expect(p.count).toBe(1);
   });
 
-  it('claims that wait for a connection go to the database together, each answered as if alone; two of one key: one claims', async () => {
+  it('claims, and commits, that wait for a connection go to the database together, each answered as if alone; two of one key: one claims', async () => {
     const p = counted(pool(await database()));
     const store = new PostgresStore({ pool: p, sweepIntervalMs: 0 });
     stores.push(store);
@@ -151,9 +151,19 @@ describePg('PostgresStore', () => {
     );
     expect(outcomes[38]).toEqual({ state: 'completed', record: sampleRecord('fp') });
     expect(outcomes[39]).toEqual({ state: 'in-flight', fingerprint: 'other' });
-    // Each claim is its owner's: the commit of owner o5 lands on new-34, of nobody else.
-    expect(await store.commit('new-34', 'o5', sampleRecord('fp'), 60_000)).toBe(true);
-    expect(await store.commit('new-33', 'o5', sampleRecord('fp'), 60_000)).toBe(false);
+    // Commits that wait together go together too, each fenced by its own owner: o5 holds new-34 alone.
+    p.count = 0;
+    const commits = await Promise.all([
+      ...keys.slice(0, 36).map((key, i) => store.commit(key, `o${i}`, sampleRecord(`fp-${key}`), 60_000)),
+      store.commit('running', 'o5', sampleRecord('fp'), 60_000),
+      store.commit('twice', 'nobody', sampleRecord('fp'), 60_000),
+    ]);
+    expect(p.count).toBeLessThan(38 / 4);
+    expect(commits).toEqual([...Array.from({ length: 36 }, () => true), false, false]);
+    for (const key of ['new-39', 'new-21', 'new-4']) {
+      expect(await store.claim(key, claim('late'))).toEqual({ state: 'completed', record: sampleRecord(`fp-${key}`) });
+    }
+    expect(await store.claim('running', claim('late'))).toEqual({ state: 'in-flight', fingerprint: 'other' });
   });
 
   it('runs named prepared statements, named by their text, so stores of two tables share one connection; or unnamed ones', async () => {
