@@ -29,6 +29,8 @@ import '../unit/phased.run.spec.js';
 import '../unit/idempotency.completer.spec.js';
 import '../unit/lease.renewer.spec.js';
 import '../unit/pool.lanes.spec.js';
+import '../unit/lane.batch.spec.js';
+import '../unit/sql-files.spec.js';
 import '../unit/identity-body.spec.js';
 import '../unit/idempotent-handlers.finder.spec.js';
 import '../unit/idempotency.observer.spec.js';
