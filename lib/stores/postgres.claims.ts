@@ -17,6 +17,13 @@ interface ClaimAsk extends IdempotencyClaim {
 /** The most claims one statement carries: a batch stays far inside the statement timeout. */
 const MAX_CLAIM_BATCH = 64;
 
+/**
+ * Records up to this size come back inline from a batch (at most 2 MiB in one answer, well inside
+ * the statement's time bound); a larger one is read in parts afterwards. A claim alone still takes
+ * up to {@link INLINE_RECORD_BYTES} inline.
+ */
+const BATCH_INLINE_BYTES = 32 * 1024;
+
 /** How often a claim starts over when the large record it was reading in parts changed under it. */
 const PART_READ_ATTEMPTS = 3;
 
@@ -85,7 +92,7 @@ export class PostgresClaims {
         sorted.map((a) => a.owner),
         sorted.map((a) => a.fingerprint),
         sorted.map((a) => a.leaseMs),
-        INLINE_RECORD_BYTES,
+        BATCH_INLINE_BYTES,
       ],
     )) as unknown as (ClaimRow & { i: number })[];
     const answers: ClaimRow[] = [];

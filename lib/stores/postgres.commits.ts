@@ -6,14 +6,17 @@ import { LARGE_RECORD_BYTES, onSizedConnection } from './postgres.large-records.
 import { type PostgresPoolLike, SERVER_FIRST_MS } from './postgres-store.options.js';
 import { type PoolLanes, URGENT } from './pool.lanes.js';
 
-/** The most commits one statement carries (each up to 1 MiB; a larger one goes alone). */
+/** The most commits one statement carries. */
 const MAX_COMMIT_BATCH = 32;
+
+/** Records up to this size ride in a batch (at most 2 MiB in one statement); a larger one goes alone. */
+const BATCHED_RECORD_BYTES = 64 * 1024;
 
 /**
  * `PostgresStore`'s commits on its own pool, in the urgent lane (a finished handler's commit never
  * waits behind new claims): those that waited for a connection together in one statement
- * ({@link LaneBatch}), each fenced on its own; a record over 1 MiB alone, on a connection of its own
- * whose statement timeout is scaled to its size.
+ * ({@link LaneBatch}), each fenced on its own; a record over 64 KiB alone, and one over 1 MiB on a
+ * connection of its own whose statement timeout is scaled to its size.
  */
 export class PostgresCommits {
   private readonly batch: LaneBatch<Completion, boolean>;
@@ -35,11 +38,11 @@ export class PostgresCommits {
   }
 
   async commit(commit: Completion): Promise<boolean> {
-    if (commit.value.length <= LARGE_RECORD_BYTES) return this.batch.add(commit);
+    if (commit.value.length <= BATCHED_RECORD_BYTES) return this.batch.add(commit);
     const pool = await this.pool();
     const { key, owner, value, ttlMs } = commit;
     return this.lanes().run(URGENT, () =>
-      pool.connect
+      pool.connect && value.length > LARGE_RECORD_BYTES
         ? onSizedConnection(pool, this.timeoutMs, SERVER_FIRST_MS, value.length, (sql) =>
             this.completions.complete(sql, key, owner, value, ttlMs),
           )

@@ -166,6 +166,53 @@ describePg('PostgresStore', () => {
     expect(await store.claim('running', claim('late'))).toEqual({ state: 'in-flight', fingerprint: 'other' });
   });
 
+  it('a batch keeps its statement small: a record over 64 KiB is committed alone, one over 32 KiB read in parts after the batch', async () => {
+    const p = counted(pool(await database()));
+    const store = new PostgresStore({ pool: p, sweepIntervalMs: 0 });
+    stores.push(store);
+    await store.open();
+    const record = (fingerprint: string, bytes: number) => {
+      const base = sampleRecord(fingerprint);
+      return { ...base, response: { ...base.response, body: Buffer.alloc(bytes, fingerprint) } };
+    };
+    // The first four commits start at once, alone: the medium and large ones come last and wait.
+    const sizes: Record<string, number> = {};
+    for (let i = 0; i < 10; i++) sizes[`small-${i}`] = 100;
+    Object.assign(sizes, { medium: 40 * 1024, large: 200 * 1024 });
+    const keys = Object.keys(sizes);
+    await Promise.all(keys.map((key) => store.claim(key, claim('a'))));
+    const statements: { text: string; values?: unknown[] }[] = [];
+    const inner = p.query;
+    p.query = (config) => (statements.push(config), inner(config));
+    // Twelve commits at once on a pool of 4: most wait and go together, the large one never with others.
+    const commits = await Promise.all(keys.map((key) => store.commit(key, 'a', record(key, sizes[key]), 60_000)));
+    expect(commits).toEqual(keys.map(() => true));
+    const batches = statements.filter((s) => s.text.includes('$3::bytea[]'));
+    expect(batches.length).toBeGreaterThan(0);
+    for (const batch of batches) {
+      expect(Math.max(...(batch.values![2] as Buffer[]).map((b) => b.length))).toBeLessThanOrEqual(64 * 1024);
+    }
+    statements.length = 0;
+    // Twelve replays of the medium and large records at once (3 connections for claims): each whole.
+    const replays = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => store.claim(i % 2 ? 'medium' : 'large', claim(`r${i}`))),
+    );
+    replays.forEach((outcome, i) => {
+      const key = i % 2 ? 'medium' : 'large';
+      const { response, ...rest } = record(key, sizes[key]);
+      if (outcome.state !== 'completed') throw new Error(`replay ${i}: ${outcome.state}`);
+      // Buffer.equals: jest's deep equality walks a 200 KiB buffer byte by byte, for seconds.
+      expect(outcome.record.response.body.equals(response.body)).toBe(true);
+      expect({ ...outcome.record, response: { ...outcome.record.response, body: null } }).toEqual({
+        ...rest,
+        response: { ...response, body: null },
+      });
+    });
+    // Those that went in a batch came back without their record, then read it in parts.
+    expect(statements.filter((s) => s.text.includes('$4::int[]')).map((s) => s.values![4])).toContain(32 * 1024);
+    expect(statements.some((s) => s.text.includes('substring(record FROM $2 FOR $3)'))).toBe(true);
+  });
+
   it('runs named prepared statements, named by their text, so stores of two tables share one connection; or unnamed ones', async () => {
     const url = await database();
     const one = new pg.Pool({ connectionString: url, max: 1 });
