@@ -33,6 +33,9 @@ export type AdmittedSend = (text: string, values: unknown[]) => Promise<Record<s
 /**
  * `PostgresStore`'s claims: one call of the claim function each, sent together when they waited for
  * a connection together ({@link LaneBatch}), and a record over the inline size read in parts after.
+ * A claim that waits on a row lock (its key's row held by a transaction still open: another pod's
+ * claim of that key, or a phase of a run whose lease had lapsed) holds its batch up as long, at most
+ * for the statement timeout; a statement that fails claims nothing, and each of its claims answers 503.
  */
 export class PostgresClaims {
   private readonly batch: LaneBatch<ClaimAsk, ClaimRow>;
