@@ -108,12 +108,12 @@ export class PostgresCompletions {
   /**
    * {@link complete} for many claims in one statement, each fenced on its own (on the pool, not in a
    * handler's transaction). Answers which landed, in the order given. Keys go in sorted, as claims
-   * do; two batches could only lock rows in crossing order when keys were taken over in between
-   * (two lapsed leases at once), and a deadlock PostgreSQL breaks fails the batch: a failed commit
-   * is tried again, as always.
+   * do, though the join need not keep that order; two batches can only meet on a row when a key was
+   * taken over in between (lapsed leases), and a deadlock PostgreSQL breaks fails the batch: a
+   * failed commit is tried again, as always.
    */
   async completeAll(sql: SqlExecutor, commits: readonly Completion[]): Promise<boolean[]> {
-    const sorted = [...commits].sort((a, b) => (a.key < b.key ? -1 : 1));
+    const sorted = [...commits].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
     const rows = (await sql.query(
       `WITH c AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::bigint[]) AS c(key, owner, record, ttl_ms)),
        done AS (UPDATE ${this.records} AS r SET state = 1, owner = NULL, record = c.record,
