@@ -49,6 +49,8 @@ describe('LaneBatch', () => {
     expect(calls.map((c) => c.keys)).toEqual([['a'], ['b', 'c', 'd']]);
     calls[1].answer();
     expect(await Promise.all(waiting)).toEqual(['answer:b', 'answer:c', 'answer:d']);
+    await turn();
+    expect(calls).toHaveLength(2); // nothing left: no empty statement follows
   });
 
   it('carries at most max items per statement, in the order asked, a key more than once too; the rest wait for the next', async () => {
