@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { readdirSync, readFileSync } from 'node:fs';
 import { PostgresStore, SqliteStore } from '../../lib/index.js';
+import { derivedName } from '../../lib/stores/postgres.schema.js';
 
 /** A shipped migration without its leading comment lines: the DDL itself. */
 function ddl(path: string): string {
@@ -29,5 +30,13 @@ describe('the SQL files shipped for migration tools', () => {
     ).toBe(postgres.schemaSql());
     expect(ddl('sql/sqlite/001_idempotency_records.sql')).toBe(sqlite.schemaSql());
     await Promise.all([postgres.close(), sqlite.close()]);
+  });
+
+  it('name an object derived from a long table by the table cut short and a hash only past 63 bytes', () => {
+    const fits = 'a'.repeat(63 - '_claim2'.length);
+    expect(derivedName(fits, 'claim2')).toBe(`${fits}_claim2`);
+    const long = derivedName(`${fits}b`, 'claim2');
+    expect(long).toHaveLength(63);
+    expect(long).toMatch(/^a{47}_[0-9a-f]{8}_claim2$/);
   });
 });
