@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFile, execFileSync } from 'node:child_process';
-import { lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
@@ -160,9 +160,17 @@ describe('the packed tarball, installed by npm in fresh apps', () => {
     if (withRedis) redis = await RedisServer.start();
     if (withPostgres) postgres = await PostgresServer.start();
     dir = mkdtempSync(join(tmpdir(), 'idem-packed-'));
-    // prepack builds dist/ from scratch: what is packed is what the sources make now.
+    // prepack builds dist/ from scratch: what is packed is what the sources make now. In a copy of
+    // what it reads, so that the suites running beside this one keep the repository's dist/.
+    const stage = join(dir, 'stage');
+    const { files: shipped } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { files: string[] };
+    const inputs = ['package.json', 'README.md', 'LICENSE', 'tsconfig.json', 'tsconfig.build.json', 'lib', ...shipped];
+    for (const input of inputs.filter((name) => name !== 'dist'))
+      cpSync(join(ROOT, input), join(stage, input), { recursive: true });
+    symlinkSync(join(ROOT, 'node_modules'), join(stage, 'node_modules'), 'dir');
     const [packed] = JSON.parse(
       execFileSync('npm', ['pack', '--json', '--pack-destination', dir], {
+        cwd: stage,
         encoding: 'utf8',
         stdio: ['ignore', 'pipe', 'ignore'],
       }),

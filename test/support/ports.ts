@@ -19,14 +19,24 @@ function bindOnce(wanted: number): Promise<number> {
 }
 
 /**
- * A free TCP port on 127.0.0.1 (bound once, then released), not one handed out among the last 512;
- * `wanted` checks that port instead (0 lets the kernel choose).
+ * Jest's workers run side by side (and the processes they start inherit the worker's id): each takes
+ * a share of the ports of its own, so two workers never hand out the same port, which the list above
+ * cannot see across processes. By half the port: Linux hands out ports of one parity to bind(0).
+ * Up to four workers; one (`--runInBand`) takes a quarter of the ports.
+ */
+const WORKER_SLOTS = 4;
+const worker = (Number(process.env.JEST_WORKER_ID ?? 1) - 1) % WORKER_SLOTS;
+
+/**
+ * A free TCP port on 127.0.0.1 (bound once, then released) of this jest worker's share, not one
+ * handed out among the last 512; `wanted` checks that port instead (0 lets the kernel choose).
  */
 export async function freePort(wanted = 0): Promise<number> {
   if (wanted !== 0) return bindOnce(wanted);
   for (let attempt = 0; ; attempt++) {
     const port = await bindOnce(0);
-    if (!handedOut.includes(port) || attempt === 20) {
+    if ((port >> 1) % WORKER_SLOTS !== worker && attempt < 200) continue;
+    if (!handedOut.includes(port) || attempt >= 200) {
       handedOut.push(port);
       if (handedOut.length > 512) handedOut.shift();
       return port;
