@@ -1,7 +1,7 @@
 import type { Lane, PoolLanes } from './pool.lanes.js';
 
 /** One item waiting for a batch, and whom to tell how it went. */
-interface Queued<I, O> {
+export interface Queued<I, O> {
   readonly item: I;
   resolve(value: O): void;
   reject(reason: unknown): void;

@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import type { Writable } from 'node:stream';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { LOGS, FAILURES } from '../idempotency.messages.js';
 import type {
   ClaimOutcome,
@@ -14,11 +15,32 @@ import { decodeEntry, encodeClaim, encodeRecord, ownerPrefix } from './store-val
 import type { RedisCacheOptions } from './redis-cache.options.js';
 import { resolveRedisOptions } from './redis-options.resolver.js';
 import type { RedisClientLike, RedisStoreOptions } from './redis-store.options.js';
-import { SCRIPTS, type ScriptedClient } from './redis.scripts.js';
+import {
+  type ClaimItem,
+  claimsArgs,
+  type CommitItem,
+  commitsArgs,
+  MANY_KEYS,
+  SCRIPTS,
+  type ScriptedClient,
+} from './redis.scripts.js';
 import { withTimeout } from '../utils/timeout.util.js';
 import { RedisWakeups } from './redis.wakeups.js';
+import { TurnBatch } from './turn.batch.js';
 
 class RedisTimeoutError extends Error {}
+
+/** The most claims, or commits, one command carries; a record over 64 KiB is committed alone. */
+const MAX_CLAIMS = 64;
+const MAX_COMMITS = 32;
+const BATCHED_RECORD_BYTES = 64 * 1024;
+
+/** An answer for one key, or the error Redis gave for that key. */
+function only<T>(answers: readonly (T | Error)[]): T {
+  const answer = answers[0];
+  if (answer instanceof Error) throw answer;
+  return answer;
+}
 
 /** Routes a Cluster's PING; never read or written. */
 const PING_KEY = 'nestjs-idempotency:ping';
@@ -30,6 +52,8 @@ const PING_KEY = 'nestjs-idempotency:ping';
 export class RedisStore implements IdempotencyStore {
   private readonly logger = new Logger('RedisStore');
   private readonly client: Promise<ScriptedClient>;
+  /** The client once connected: a command then does not wait a microtask for it. */
+  private ready?: ScriptedClient;
   private readonly owned: boolean;
   private readonly timeoutMs: number;
   private corked = false;
@@ -41,8 +65,17 @@ export class RedisStore implements IdempotencyStore {
     this.owned = !client;
     this.client = client ? Promise.resolve(this.prepare(client)) : this.connect(url, redisOptions);
     // A failed connect surfaces on the first command; don't let it be an unhandled rejection before.
-    this.client.catch(() => undefined);
+    this.client.then((ready) => (this.ready = ready)).catch(() => undefined);
   }
+
+  /**
+   * On the store's own client, the claims, and the commits, of one turn of the event loop go as one
+   * command each (their socket write waited for the turn's end anyway): a command's client-side work
+   * was most of what a replay cost over the in-memory store. Not on a client passed in: it may be a
+   * Cluster, where one command cannot span keys of several slots.
+   */
+  private readonly claims = new TurnBatch<ClaimItem, Buffer | number | null>(MAX_CLAIMS, (items) => this.sendClaims(items));
+  private readonly commits = new TurnBatch<CommitItem, number>(MAX_COMMITS, (items) => this.sendCommits(items));
 
   async claim(key: string, claim: IdempotencyClaim): Promise<ClaimOutcome> {
     try {
@@ -57,9 +90,10 @@ export class RedisStore implements IdempotencyStore {
   }
 
   private async claimOnce(key: string, claim: IdempotencyClaim): Promise<ClaimOutcome> {
-    const client = await this.client;
+    const client = this.ready ?? (await this.client);
     const value = encodeClaim(claim.owner, claim.fingerprint);
-    const held = await this.bounded(this.batched(client).nestjsIdempotencyClaimBuffer(key, value, claim.leaseMs));
+    const item = { key, value, leaseMs: claim.leaseMs };
+    const held = this.owned ? await this.claims.add(item) : only(await this.sendClaims([item], client));
     if (held === null) return { state: 'claimed' };
     if (typeof held === 'number') {
       this.foreign();
@@ -78,11 +112,21 @@ export class RedisStore implements IdempotencyStore {
   }
 
   async commit(key: string, owner: string, record: IdempotencyRecord, ttlMs: number): Promise<boolean> {
-    const client = await this.client;
+    const item = { key, owner: ownerPrefix(owner), record: encodeRecord(record), ttlMs };
+    const batched = this.owned && item.record.length <= BATCHED_RECORD_BYTES;
     return (
-      (await this.bounded(this.batched(client).nestjsIdempotencyCommit(key, ownerPrefix(owner), encodeRecord(record), ttlMs))) ===
-      1
+      (batched ? await this.commits.add(item) : only(await this.sendCommits([item], this.ready ?? (await this.client)))) === 1
     );
+  }
+
+  private async sendClaims(items: readonly ClaimItem[], client?: ScriptedClient): Promise<(Buffer | number | null)[]> {
+    const to = client ? this.batched(client) : await this.client;
+    return this.bounded(to.nestjsIdempotencyClaimsBuffer(items.length, ...claimsArgs(items)));
+  }
+
+  private async sendCommits(items: readonly CommitItem[], client?: ScriptedClient): Promise<(number | Error)[]> {
+    const to = client ? this.batched(client) : await this.client;
+    return this.bounded(to.nestjsIdempotencyCommits(items.length, ...commitsArgs(items)));
   }
 
   async release(key: string, owner: string): Promise<boolean> {
@@ -146,11 +190,14 @@ export class RedisStore implements IdempotencyStore {
     if (!this.owned) return;
     const client = await this.client.catch(() => undefined);
     if (!client) return;
+    // Claims and commits asked for in this turn leave at its end: they go before QUIT, not after it.
+    await nextTurn();
     await client.quit().catch(() => client.disconnect());
   }
 
   private prepare(client: RedisClientLike): ScriptedClient {
-    for (const [name, lua] of Object.entries(SCRIPTS)) client.defineCommand(name, { numberOfKeys: 1, lua });
+    for (const [name, lua] of Object.entries(SCRIPTS))
+      client.defineCommand(name, MANY_KEYS.has(name) ? { lua } : { numberOfKeys: 1, lua });
     return client as ScriptedClient;
   }
 

@@ -30,6 +30,7 @@ import '../unit/idempotency.completer.spec.js';
 import '../unit/lease.renewer.spec.js';
 import '../unit/pool.lanes.spec.js';
 import '../unit/lane.batch.spec.js';
+import '../unit/turn.batch.spec.js';
 import '../unit/sql-files.spec.js';
 import '../unit/identity-body.spec.js';
 import '../unit/idempotent-handlers.finder.spec.js';

@@ -39,10 +39,16 @@ describeRedis('RedisStore on a standalone redis-server', () => {
       await slow.ping?.();
       // Redis answers nothing for 800 ms: the claim times out (503 upstream) and runs when the pause ends.
       server.cli('CLIENT', 'PAUSE', '800', 'ALL');
-      await expect(slow.claim('idem:late', { owner: 'late', fingerprint: 'f', leaseMs: 30_000 })).rejects.toThrow();
+      // Three claims of one turn: one command, given up on together.
+      const late = ['idem:late', 'idem:late-2', 'idem:late-3'];
+      const given = await Promise.allSettled(
+        late.map((key) => slow.claim(key, { owner: 'late', fingerprint: 'f', leaseMs: 30_000 })),
+      );
+      expect(given.map((g) => g.status)).toEqual(['rejected', 'rejected', 'rejected']);
       await sleep(1_200);
-      // Without the release behind it, its 30 s lease would hold the key with no handler running.
-      expect(await other.claim('idem:late', { owner: 'next', fingerprint: 'f', leaseMs: 1_000 })).toEqual({ state: 'claimed' });
+      // Without the release behind each, its 30 s lease would hold the key with no handler running.
+      for (const key of late)
+        expect(await other.claim(key, { owner: 'next', fingerprint: 'f', leaseMs: 1_000 })).toEqual({ state: 'claimed' });
     } finally {
       await slow.close();
       await other.close();
@@ -75,6 +81,102 @@ describeRedis('RedisStore on a standalone redis-server', () => {
     expect(Object.keys(stats).filter((c) => !['evalsha', 'get', 'set', 'config|resetstat', 'info'].includes(c))).toEqual([]);
   });
 
+  it("sends one turn's claims as one command on its own client, each answered as if alone", async () => {
+    await cache.claim('idem:turn-done', { owner: 'd', fingerprint: 'f', leaseMs: 5000 });
+    await cache.commit('idem:turn-done', 'd', sampleRecord('f'), 5000);
+    await cache.claim('idem:turn-held', { owner: 'h', fingerprint: 'f', leaseMs: 5000 });
+    server.cli('CONFIG', 'RESETSTAT');
+    const asked = [
+      ...Array.from({ length: 8 }, (_, i) => ({ key: `idem:turn-${i}`, owner: `o${i}` })),
+      { key: 'idem:turn-twice', owner: 'first' },
+      { key: 'idem:turn-twice', owner: 'second' },
+      { key: 'idem:turn-done', owner: 'late' },
+      { key: 'idem:turn-held', owner: 'dup' },
+    ];
+    const outcomes = await Promise.all(asked.map((a) => cache.claim(a.key, { owner: a.owner, fingerprint: 'f', leaseMs: 5000 })));
+    expect(server.commandStats().evalsha).toBe(1);
+    expect(outcomes.map((o) => o.state)).toEqual([...Array(9).fill('claimed'), 'in-flight', 'completed', 'in-flight']);
+    // Each key holds the claim of the first who asked for it, with that claim's own lease.
+    expect(server.cli('GET', 'idem:turn-twice').trim()).toBe('Cfirst\nf');
+    expect(server.cli('GET', 'idem:turn-3').trim()).toBe('Co3\nf');
+    expect(Number(server.cli('PTTL', 'idem:turn-3'))).toBeGreaterThan(4000);
+    // A client passed in may be a Cluster's: one script per key there.
+    const own = new Redis(server.url);
+    const shared = new RedisStore({ client: own });
+    await shared.claim('idem:turn-shared-warm', { owner: 'o', fingerprint: 'f', leaseMs: 5000 });
+    server.cli('CONFIG', 'RESETSTAT');
+    const keys = ['a', 'b', 'c'].map((k) => `idem:turn-shared-${k}`);
+    await Promise.all(keys.map((key) => shared.claim(key, { owner: 'o', fingerprint: 'f', leaseMs: 5000 })));
+    expect(server.commandStats().evalsha).toBe(3);
+    own.disconnect();
+  });
+
+  it("sends one turn's commits as one command, each fenced by its own owner; a key of another type fails its commit alone", async () => {
+    const keys = Array.from({ length: 6 }, (_, i) => `idem:commits-${i}`);
+    for (const key of keys) await cache.claim(key, { owner: key, fingerprint: 'f', leaseMs: 5000 });
+    // Taken over by a hash in the meantime: that commit fails with Redis's error, the others land.
+    server.cli('DEL', keys[4]);
+    server.cli('HSET', keys[4], 'field', 'value');
+    server.cli('CONFIG', 'RESETSTAT');
+    const answers = await Promise.allSettled(
+      keys.map((key, i) => cache.commit(key, i === 2 ? 'not-the-owner' : key, sampleRecord(`f${i}`), 5000)),
+    );
+    expect(server.commandStats().evalsha).toBe(1);
+    expect(answers.map((a) => (a.status === 'fulfilled' ? a.value : 'failed'))).toEqual([
+      true,
+      true,
+      false,
+      true,
+      'failed',
+      true,
+    ]);
+    expect(String((answers[4] as PromiseRejectedResult).reason)).toContain('WRONGTYPE');
+    expect(await cache.claim(keys[5], { owner: 'x', fingerprint: 'f5', leaseMs: 5000 })).toMatchObject({ state: 'completed' });
+    expect(await cache.claim(keys[2], { owner: 'x', fingerprint: 'f', leaseMs: 5000 })).toMatchObject({ state: 'in-flight' });
+  });
+
+  it('carries at most 64 claims and 32 commits per command, and commits a record over 64 KiB alone', async () => {
+    server.cli('CONFIG', 'RESETSTAT');
+    const keys = Array.from({ length: 130 }, (_, i) => `idem:many-${i}`);
+    const outcomes = await Promise.all(keys.map((key) => cache.claim(key, { owner: key, fingerprint: 'f', leaseMs: 5000 })));
+    expect(outcomes.every((o) => o.state === 'claimed')).toBe(true);
+    expect(server.commandStats().evalsha).toBe(3);
+    server.cli('CONFIG', 'RESETSTAT');
+    expect(
+      (await Promise.all(keys.slice(0, 70).map((key) => cache.commit(key, key, sampleRecord('f'), 5000)))).every(Boolean),
+    ).toBe(true);
+    expect(server.commandStats().evalsha).toBe(3);
+    server.cli('CONFIG', 'RESETSTAT');
+    const big = { ...sampleRecord('f'), response: { ...sampleRecord('f').response, body: Buffer.alloc(64 * 1024 + 1, 'x') } };
+    const committed = await Promise.all([
+      cache.commit(keys[100], keys[100], big, 5000),
+      cache.commit(keys[101], keys[101], sampleRecord('f'), 5000),
+      cache.commit(keys[102], keys[102], sampleRecord('f'), 5000),
+    ]);
+    expect(committed).toEqual([true, true, true]);
+    expect(server.commandStats().evalsha).toBe(2);
+    const replay = await cache.claim(keys[100], { owner: 'x', fingerprint: 'f', leaseMs: 5000 });
+    expect(replay.state === 'completed' && replay.record.response.body.length).toBe(64 * 1024 + 1);
+  });
+
+  it("keeps the client's keyPrefix for every key of a batch", async () => {
+    const prefixed = new RedisStore({ url: server.url, redisOptions: { keyPrefix: 'pfx:' } });
+    try {
+      const outcomes = await Promise.all(
+        ['a', 'b', 'c'].map((k) => prefixed.claim(`idem:${k}`, { owner: k, fingerprint: 'f', leaseMs: 5000 })),
+      );
+      expect(outcomes.map((o) => o.state)).toEqual(['claimed', 'claimed', 'claimed']);
+      expect(await Promise.all(['a', 'b'].map((k) => prefixed.commit(`idem:${k}`, k, sampleRecord('f'), 5000)))).toEqual([
+        true,
+        true,
+      ]);
+      expect(server.cli('EXISTS', 'pfx:idem:a', 'pfx:idem:b', 'pfx:idem:c', 'idem:a').trim()).toBe('3');
+      expect(server.cli('GET', 'pfx:idem:c').trim()).toBe('Cc\nf');
+    } finally {
+      await prefixed.close();
+    }
+  });
+
   it('sends the commands of one event-loop turn in one socket write on its own client, not on a client passed in', async () => {
     /** Calls into the socket's write path (one write system call each) for 20 claims sent at once. */
     const socketWrites = async (store: RedisStore, tag: string) => {
@@ -101,6 +203,17 @@ describeRedis('RedisStore on a standalone redis-server', () => {
     const shared = new RedisStore({ client: own });
     expect(await socketWrites(shared, 'unbatched')).toBeGreaterThan(1);
     own.disconnect();
+  });
+
+  it('sends the claims and commits asked for before close() ahead of its QUIT', async () => {
+    const closing = new RedisStore({ url: server.url });
+    await closing.claim('idem:closing', { owner: 'o', fingerprint: 'f', leaseMs: 5000 });
+    const committed = closing.commit('idem:closing', 'o', sampleRecord('f'), 5000);
+    const claimed = closing.claim('idem:closing-2', { owner: 'o', fingerprint: 'f', leaseMs: 5000 });
+    await closing.close();
+    expect(await committed).toBe(true);
+    expect(await claimed).toEqual({ state: 'claimed' });
+    expect(server.cli('GET', 'idem:closing-2').trim()).toBe('Co\nf');
   });
 
   it('closes only the clients it created', async () => {
