@@ -114,11 +114,10 @@ export class RedisStore implements IdempotencyStore {
   async commit(key: string, owner: string, record: IdempotencyRecord, ttlMs: number): Promise<boolean> {
     const item = { key, owner: ownerPrefix(owner), record: encodeRecord(record), ttlMs };
     const batched = this.owned && item.record.length <= BATCHED_RECORD_BYTES;
-    return (
-      (batched ? await this.commits.add(item) : only(await this.sendCommits([item], this.ready ?? (await this.client)))) === 1
-    );
+    return (batched ? await this.commits.add(item) : only(await this.sendCommits([item], this.ready))) === 1;
   }
 
+  /** `client` when the command may join the turn's socket write (not from a batch's check phase). */
   private async sendClaims(items: readonly ClaimItem[], client?: ScriptedClient): Promise<(Buffer | number | null)[]> {
     const to = client ? this.batched(client) : await this.client;
     return this.bounded(to.nestjsIdempotencyClaimsBuffer(items.length, ...claimsArgs(items)));

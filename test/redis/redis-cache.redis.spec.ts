@@ -7,6 +7,7 @@ import { RedisCache, RedisCacheOptions, RedisStore } from '../../lib/index.js';
 import { RedisCluster, RedisServer, clusterAvailable, redisAvailable } from '../support/redis-server.js';
 import { sampleRecord, storeContract } from '../support/store-contract.js';
 import { sleep } from '../support/timing.js';
+import { encodeRecord } from '../../lib/stores/store-value.codec.js';
 
 const describeRedis = redisAvailable('RedisStore store suite') ? describe : describe.skip;
 const describeCluster = clusterAvailable('RedisStore cluster suite') ? describe : describe.skip;
@@ -133,6 +134,15 @@ describeRedis('RedisStore on a standalone redis-server', () => {
     expect(String((answers[4] as PromiseRejectedResult).reason)).toContain('WRONGTYPE');
     expect(await cache.claim(keys[5], { owner: 'x', fingerprint: 'f5', leaseMs: 5000 })).toMatchObject({ state: 'completed' });
     expect(await cache.claim(keys[2], { owner: 'x', fingerprint: 'f', leaseMs: 5000 })).toMatchObject({ state: 'in-flight' });
+    // One key per script on a client passed in: the same error for the same key.
+    const own = new Redis(server.url);
+    try {
+      await expect(new RedisStore({ client: own }).commit(keys[4], keys[4], sampleRecord('f'), 5000)).rejects.toThrow(
+        'WRONGTYPE',
+      );
+    } finally {
+      own.disconnect();
+    }
   });
 
   it('carries at most 64 claims and 32 commits per command, and commits a record over 64 KiB alone', async () => {
@@ -155,6 +165,20 @@ describeRedis('RedisStore on a standalone redis-server', () => {
     ]);
     expect(committed).toEqual([true, true, true]);
     expect(server.commandStats().evalsha).toBe(2);
+    // A record of exactly 64 KiB as stored still goes with the others.
+    const head = encodeRecord(sampleRecord('f')).length - sampleRecord('f').response.body.length;
+    const exact = {
+      ...sampleRecord('f'),
+      response: { ...sampleRecord('f').response, body: Buffer.alloc(64 * 1024 - head, 'x') },
+    };
+    expect(encodeRecord(exact).length).toBe(64 * 1024);
+    server.cli('CONFIG', 'RESETSTAT');
+    expect(
+      await Promise.all(
+        [keys[103], keys[104]].map((key, i) => cache.commit(key, key, i === 0 ? exact : sampleRecord('f'), 5000)),
+      ),
+    ).toEqual([true, true]);
+    expect(server.commandStats().evalsha).toBe(1);
     const replay = await cache.claim(keys[100], { owner: 'x', fingerprint: 'f', leaseMs: 5000 });
     expect(replay.state === 'completed' && replay.record.response.body.length).toBe(64 * 1024 + 1);
   });
@@ -178,9 +202,8 @@ describeRedis('RedisStore on a standalone redis-server', () => {
   });
 
   it('sends the commands of one event-loop turn in one socket write on its own client, not on a client passed in', async () => {
-    /** Calls into the socket's write path (one write system call each) for 20 claims sent at once. */
-    const socketWrites = async (store: RedisStore, tag: string) => {
-      await store.claim(`idem:${tag}-warm`, { owner: 'o', fingerprint: 'f', leaseMs: 1000 });
+    /** Calls into the socket's write path (one write system call each) while `work` runs. */
+    const socketWrites = async (store: RedisStore, work: () => Promise<unknown>) => {
       const { stream } = await (store as unknown as { client: Promise<{ stream: Record<string, (...a: unknown[]) => void> }> })
         .client;
       let calls = 0;
@@ -191,18 +214,35 @@ describeRedis('RedisStore on a standalone redis-server', () => {
           return original[name].apply(this, args);
         };
       }
-      const outcomes = await Promise.all(
-        Array.from({ length: 20 }, (_, i) => store.claim(`idem:${tag}-${i}`, { owner: 'o', fingerprint: 'f', leaseMs: 1000 })),
-      );
+      await work();
       Object.assign(stream, original);
-      expect(outcomes.map((o) => o.state)).toEqual(Array(20).fill('claimed'));
       return calls;
     };
-    expect(await socketWrites(cache, 'batched')).toBe(1);
+    const keys = (tag: string) => Array.from({ length: 20 }, (_, i) => `idem:${tag}-${i}`);
+    /** Per turn: 20 claims at once, then 20 releases at once, twice (each release is a command of its own). */
+    const rounds = async (store: RedisStore, tag: string) => {
+      await store.claim(`idem:${tag}-warm`, { owner: 'o', fingerprint: 'f', leaseMs: 1000 });
+      const writes: number[] = [];
+      for (const round of ['a', 'b']) {
+        const claimed = keys(`${tag}-${round}`);
+        writes.push(
+          await socketWrites(store, () =>
+            Promise.all(claimed.map((k) => store.claim(k, { owner: 'o', fingerprint: 'f', leaseMs: 1000 }))),
+          ),
+        );
+        writes.push(await socketWrites(store, () => Promise.all(claimed.map((k) => store.release(k, 'o')))));
+      }
+      return writes;
+    };
+    expect(await rounds(cache, 'batched')).toEqual([1, 1, 1, 1]);
     const own = new Redis(server.url);
     const shared = new RedisStore({ client: own });
-    expect(await socketWrites(shared, 'unbatched')).toBeGreaterThan(1);
+    expect((await rounds(shared, 'unbatched')).every((n) => n > 1)).toBe(true);
     own.disconnect();
+    // Asked before its client is connected: no socket to hold yet, and the command still goes.
+    const fresh = new RedisStore({ url: server.url });
+    expect(await fresh.release('idem:fresh', 'o')).toBe(false);
+    await fresh.close();
   });
 
   it('sends the claims and commits asked for before close() ahead of its QUIT', async () => {

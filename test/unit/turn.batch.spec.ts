@@ -47,6 +47,13 @@ describe('TurnBatch', () => {
     expect(calls.map((c) => c.items)).toEqual([['a', 'b'], ['c', 'd'], ['e']]);
     calls.forEach((c) => c.answer());
     expect(await Promise.all(answers)).toEqual(['answer:a', 'answer:b', 'answer:c', 'answer:d', 'answer:e']);
+    // A multiple of `max`: no empty command after the last full one.
+    ['f', 'g', 'h', 'i'].forEach((item) => void batch.add(item));
+    await turn();
+    expect(calls.slice(3).map((c) => c.items)).toEqual([
+      ['f', 'g'],
+      ['h', 'i'],
+    ]);
   });
 
   it('a failed command fails its items only; an Error answered for one item fails that item alone', async () => {
