@@ -472,6 +472,11 @@ describeRedis('RedisStore with an existing client', () => {
   const claim = (owner: string, fingerprint = 'f') => ({ owner, fingerprint, leaseMs: 5000 });
   const FOREIGN = 'a value the idempotency layer did not write was under an idempotency key; it is replaced by a claim';
 
+  it('peek reads a hand-written value without an expiry as never expiring', async () => {
+    server.cli('SET', 'idem:forever', 'Chand\nf');
+    expect(await new RedisStore({ client }).peek('idem:forever')).toMatchObject({ state: 'in-flight', expiresAt: Infinity });
+  });
+
   it('takes over a key of another type, a foreign string and a damaged value, each with one warning', async () => {
     const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
     const cache = new RedisStore({ client });
