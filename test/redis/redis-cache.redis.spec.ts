@@ -225,12 +225,19 @@ describeRedis('RedisStore on a standalone redis-server', () => {
       const writes: number[] = [];
       for (const round of ['a', 'b']) {
         const claimed = keys(`${tag}-${round}`);
+        let outcomes: unknown[] = [];
         writes.push(
-          await socketWrites(store, () =>
-            Promise.all(claimed.map((k) => store.claim(k, { owner: 'o', fingerprint: 'f', leaseMs: 1000 }))),
-          ),
+          await socketWrites(store, async () => {
+            outcomes = await Promise.all(claimed.map((k) => store.claim(k, { owner: 'o', fingerprint: 'f', leaseMs: 1000 })));
+          }),
         );
-        writes.push(await socketWrites(store, () => Promise.all(claimed.map((k) => store.release(k, 'o')))));
+        expect(outcomes).toEqual(Array(20).fill({ state: 'claimed' }));
+        writes.push(
+          await socketWrites(store, async () => {
+            outcomes = await Promise.all(claimed.map((k) => store.release(k, 'o')));
+          }),
+        );
+        expect(outcomes).toEqual(Array(20).fill(true));
       }
       return writes;
     };
