@@ -7,7 +7,7 @@ import { markReplayed } from './graphql/replay-marks.js';
 import { sentHeader, type HttpRequestLike } from './http/request.reader.js';
 import { setHeader } from './http/response.adapter.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
-import { MESSAGES } from './idempotency.messages.js';
+import { MESSAGES } from './messages/client.messages.js';
 import { IdentityResolverLoader } from './identity-resolver.loader.js';
 import { InboxRunner } from './inbox.runner.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';

@@ -1,5 +1,5 @@
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
-import { MESSAGES } from './idempotency.messages.js';
+import { MESSAGES } from './messages/client.messages.js';
 import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
 import { decodeKey, keyViolation } from './utils/key.util.js';
 

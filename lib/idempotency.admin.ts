@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { ResponseSealer, UnsealableRecord } from './encryption/response.sealer.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
-import { CONFIG_ERRORS } from './idempotency.messages.js';
+import { CONFIG_ERRORS } from './messages/config.messages.js';
 import type {
   IdempotencyInspectOptions,
   IdempotencyKeyInfo,
@@ -9,7 +9,14 @@ import type {
 } from './interfaces/idempotency-key-info.interface.js';
 import type { IdempotencyStore } from './interfaces/idempotency-store.interface.js';
 import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
-import { storeKey, escapeScope, UNSCOPED } from './utils/key.util.js';
+import { storeKey, escapeScope, type Surface, surfaceScope, UNSCOPED } from './utils/key.util.js';
+
+/** The target options naming a handler's own records, and the surface each is on. */
+const OWNERS: readonly (readonly ['consumer' | 'messageHandler' | 'mutation', Surface])[] = [
+  ['consumer', 'inbox'],
+  ['messageHandler', 'message'],
+  ['mutation', 'graphql'],
+];
 
 /**
  * For support tools and runbooks: looks at a key, or forgets it so that the next request with it runs
@@ -73,9 +80,16 @@ export class IdempotencyAdmin {
     return store;
   }
 
-  private storeKey(key: string, { scope }: IdempotencyKeyTarget): string {
+  private storeKey(key: string, target: IdempotencyKeyTarget): string {
+    const { scope } = target;
     if (typeof key !== 'string' || key === '') throw new Error(CONFIG_ERRORS.adminKey);
     if (scope !== undefined && (typeof scope !== 'string' || scope === '')) throw new Error(CONFIG_ERRORS.adminScope);
-    return storeKey(this.options.keyPrefix, scope === undefined ? UNSCOPED : escapeScope(scope), key);
+    const caller = scope === undefined ? UNSCOPED : escapeScope(scope);
+    const owners = OWNERS.filter(([option]) => target[option] !== undefined);
+    if (owners.length === 0) return storeKey(this.options.keyPrefix, caller, key);
+    const [[option, surface]] = owners;
+    const owner = target[option];
+    if (owners.length > 1 || typeof owner !== 'string' || owner === '') throw new Error(CONFIG_ERRORS.adminOwner);
+    return storeKey(this.options.keyPrefix, surfaceScope(caller, surface, owner), key);
   }
 }

@@ -2,7 +2,7 @@ import { type BeforeApplicationShutdown, Inject, Injectable, Logger, type OnAppl
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { randomUUID } from 'node:crypto';
 import { IDEMPOTENCY_MODULE_OPTIONS, PHASED_WORKFLOW_METADATA } from './idempotency.constants.js';
-import { LOGS } from './idempotency.messages.js';
+import { LOGS } from './messages/operator.messages.js';
 import type { ActiveClaim } from './interfaces/active-claim.interface.js';
 import type { AbandonedRun } from './interfaces/recovery-point.interface.js';
 import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';

@@ -81,9 +81,23 @@ export const GRAPHQL_RESOLVER_TYPE_METADATA = 'graphql:resolver_type';
 export const NEST_METHOD_METADATA = 'method';
 /** `RouteParamtypes.RESPONSE` and `RouteParamtypes.NEXT`. */
 export const NEST_RESPONSE_PARAM_TYPES: readonly number[] = [1, 2];
-/** How long a RabbitMQ delivery waits before it is requeued (a duplicate in flight, a failed handler). */
+/** How long a RabbitMQ delivery waits before it is requeued: a duplicate in flight; a failed handler's first failure. */
 export const REQUEUE_DELAY_MS = 1_000;
-/** `maxAttempts` of a message handler with `ack: true`: deliveries of one id that may fail before it is dead-lettered. */
-export const DEFAULT_MAX_ATTEMPTS = 5;
+/**
+ * The longest pause before a failed message is requeued: the pause doubles from {@link REQUEUE_DELAY_MS}
+ * with each failure up to this, so the default attempts span more than a minute of a downstream outage.
+ */
+export const MAX_REQUEUE_DELAY_MS = 30_000;
+/**
+ * `maxAttempts` of a message handler with `ack: true`: deliveries of one id that may fail before it is
+ * rejected. Eight attempts with the doubling pause span 1+2+4+8+16+30+30 = 91 s.
+ */
+export const DEFAULT_MAX_ATTEMPTS = 8;
+/** `PATTERN_HANDLER_METADATA` and `TRANSPORT_METADATA` of @nestjs/microservices: an event handler, and the transport it is for. */
+export const NEST_PATTERN_HANDLER_METADATA = 'microservices:handler_type';
+export const NEST_TRANSPORT_METADATA = 'microservices:transport';
+/** `PatternHandler.EVENT` and `Transport.RMQ` of @nestjs/microservices. */
+export const NEST_EVENT_HANDLER = 2;
+export const NEST_RMQ_TRANSPORT = 5;
 /** How many message ids the acknowledger counts failed attempts of, per process; the oldest is forgotten first. */
 export const ATTEMPT_COUNTS = 10_000;

@@ -11,8 +11,9 @@ import {
   NEST_SSE_METADATA,
   SAFE_METHODS,
 } from './idempotency.constants.js';
-import { CONFIG_ERRORS } from './idempotency.messages.js';
+import { CONFIG_ERRORS } from './messages/config.messages.js';
 import { IdentityResolverLoader } from './identity-resolver.loader.js';
+import { MessageAcknowledger } from './message.acknowledger.js';
 import { findIdempotentHandlers, servedBy } from './idempotent-handlers.finder.js';
 import { RouteOptionsRegistry } from './route-options.registry.js';
 
@@ -29,6 +30,7 @@ export class IdempotencyExplorer implements OnModuleInit {
     private readonly scanner: MetadataScanner,
     private readonly routes: RouteOptionsRegistry,
     private readonly identities: IdentityResolverLoader,
+    private readonly acks: MessageAcknowledger,
   ) {}
 
   async onModuleInit(): Promise<void> {
@@ -47,6 +49,7 @@ export class IdempotencyExplorer implements OnModuleInit {
         throw new Error(`${where}: ${route.transactional ? CONFIG_ERRORS.transactionalStreamType : CONFIG_ERRORS.streamType}`);
       }
       await this.identities.prepare(route.identity, `${where} (its identity option)`);
+      if (route.message?.ack) this.acks.register(handler);
     }
   }
 

@@ -1,7 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
-import { CONFIG_ERRORS, MESSAGES } from './idempotency.messages.js';
+import { MESSAGES } from './messages/client.messages.js';
+import { CONFIG_ERRORS } from './messages/config.messages.js';
 import { InboxContext } from './inbox/inbox.context.js';
 import { InboxRunner, type InboxWork } from './inbox.runner.js';
 import type { InboxResult, InboxRunOptions } from './interfaces/inbox-options.interface.js';

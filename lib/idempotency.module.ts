@@ -23,7 +23,7 @@ import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
 import { IdempotencyExplorer } from './idempotency.explorer.js';
 import { IdempotencyExceptionFilter } from './idempotency.filter.js';
 import { IdempotencyInterceptor } from './idempotency.interceptor.js';
-import { CONFIG_ERRORS } from './idempotency.messages.js';
+import { CONFIG_ERRORS } from './messages/config.messages.js';
 import { IdempotencyService } from './idempotency.service.js';
 import { KeyClaimer } from './key.claimer.js';
 import { DuplicateWaiters } from './waiting/duplicate.waiters.js';

@@ -3,7 +3,9 @@ import { ContextIdFactory, ModuleRef } from '@nestjs/core';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
 import { type HttpRequestLike, requestHost } from './http/request.reader.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
-import { CONFIG_ERRORS, LOGS, MESSAGES } from './idempotency.messages.js';
+import { MESSAGES } from './messages/client.messages.js';
+import { CONFIG_ERRORS } from './messages/config.messages.js';
+import { LOGS } from './messages/operator.messages.js';
 import { instanceFromContainer } from './utils/container.util.js';
 import { escapeScope, keyViolation, UNSCOPED } from './utils/key.util.js';
 import type {

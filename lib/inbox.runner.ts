@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import { IdempotentReplay } from './exceptions/idempotent-replay.exception.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
 import { OutcomeReporter } from './events/outcome.reporter.js';
@@ -8,20 +8,11 @@ import type { IdempotencyContext } from './interfaces/idempotency-context.interf
 import type { SqlExecutor } from './interfaces/idempotency-transactions.interface.js';
 import type { InboxResult } from './interfaces/inbox-options.interface.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
-import type { StoredResponse } from './interfaces/stored-response.interface.js';
 import { LeaseRenewer } from './lease.renewer.js';
 import { RecordBuilder } from './record.builder.js';
 import { LeaseLost } from './exceptions/lease-lost.error.js';
 import { TransactionFailures } from './transaction.failures.js';
-
-const JSON_HEADERS = { 'content-type': 'application/json' };
-
-/** What a result is stored as: JSON (an `undefined` result as an empty body, read back as `undefined`). */
-const stored = (value: unknown): StoredResponse => ({
-  status: 200,
-  headers: JSON_HEADERS,
-  body: Buffer.from(JSON.stringify(value) ?? ''),
-});
+import { replayedValue, storedValue } from './inbox/stored-value.js';
 
 /** The work to run once: in transactional mode it gets the transaction's executor. */
 export type InboxWork<T> = (sql: SqlExecutor | undefined) => T | Promise<T>;
@@ -33,6 +24,8 @@ export type InboxWork<T> = (sql: SqlExecutor | undefined) => T | Promise<T>;
  */
 @Injectable()
 export class InboxRunner {
+  private readonly logger = new Logger('Idempotency');
+
   constructor(
     private readonly service: IdempotencyService,
     private readonly leases: LeaseRenewer,
@@ -49,10 +42,9 @@ export class InboxRunner {
       claim = (await this.service.begin(context, route))!;
     } catch (err) {
       if (!(err instanceof IdempotentReplay)) throw err;
-      const { body } = err.response;
-      return { value: (body.length === 0 ? undefined : JSON.parse(body.toString('utf8'))) as T, duplicate: true };
+      return { value: replayedValue(err.response) as T, duplicate: true };
     }
-    if (route.transactional) return { value: await this.inTransaction(claim, work), duplicate: false };
+    if (route.transactional) return { value: await this.inTransaction(route, claim, work), duplicate: false };
     this.leases.hold(claim);
     let value: T;
     try {
@@ -61,8 +53,13 @@ export class InboxRunner {
       await this.service.release(claim).finally(() => this.leases.unhold(claim));
       throw err;
     }
-    await this.service.commit(claim, stored(value), () => this.leases.unhold(claim));
+    await this.service.commit(claim, this.stored(route, value), () => this.leases.unhold(claim));
     return { value, duplicate: false };
+  }
+
+  /** Never throws: a value that cannot be stored settles the key with a refusal, so it is neither held nor run again. */
+  private stored(route: ResolvedRouteOptions, value: unknown) {
+    return storedValue(value, route.id, this.options.maxResponseBytes, this.logger);
   }
 
   /**
@@ -71,7 +68,7 @@ export class InboxRunner {
    * renewed: a delivery after it may run the work again, and this one's completion then matches no
    * row, so its writes roll back.
    */
-  private async inTransaction<T>(claim: ActiveClaim, work: InboxWork<T>): Promise<T> {
+  private async inTransaction<T>(route: ResolvedRouteOptions, claim: ActiveClaim, work: InboxWork<T>): Promise<T> {
     const { transactions, store } = this.options;
     const state = { started: false, completed: false, failed: false };
     let value!: T;
@@ -88,7 +85,7 @@ export class InboxRunner {
           sql,
           claim.storeKey,
           claim.owner,
-          this.records.record(claim, stored(value)),
+          this.records.record(claim, this.stored(route, value)),
           claim.ttlMs,
         );
         if (!done) throw new LeaseLost();

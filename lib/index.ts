@@ -27,6 +27,7 @@ export type {
   FingerprintMode,
   IdempotentOptions,
   MessageKeyFunction,
+  MessageScopeFunction,
   InFlightPolicy,
   MissingHeaderPolicy,
   ReplayFlag,

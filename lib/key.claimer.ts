@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
-import { LOGS, MESSAGES } from './idempotency.messages.js';
+import { MESSAGES } from './messages/client.messages.js';
+import { LOGS } from './messages/operator.messages.js';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
 import { IdempotentReplay } from './exceptions/idempotent-replay.exception.js';
 import { IdempotencyObserver } from './events/idempotency.observer.js';

@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { AsyncResource } from 'node:async_hooks';
 import { IdempotencyObserver } from './events/idempotency.observer.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
-import { LOGS } from './idempotency.messages.js';
+import { LOGS } from './messages/operator.messages.js';
 import type { ActiveClaim } from './interfaces/active-claim.interface.js';
 import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
 import { calledOrAt } from './utils/timeout.util.js';

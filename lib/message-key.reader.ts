@@ -1,5 +1,8 @@
 import type { ExecutionContext } from '@nestjs/common';
-import type { MessageKeyFunction } from './interfaces/idempotent-options.interface.js';
+import { IdempotencyException } from './exceptions/idempotency.exception.js';
+import { MESSAGES } from './messages/client.messages.js';
+import type { MessageKeyFunction, MessageScopeFunction } from './interfaces/idempotent-options.interface.js';
+import { escapeScope, keyViolation } from './utils/key.util.js';
 
 /** Where a message of a transport without message ids (TCP, Redis) carries its key. */
 const KEY_FIELD = 'idempotencyKey';
@@ -67,4 +70,22 @@ export function readMessageKey(context: ExecutionContext, keyFrom: MessageKeyFun
     : (transportId(rpc.getContext()) ??
       (data !== null && typeof data === 'object' ? (data as Record<string, unknown>)[KEY_FIELD] : undefined));
   return typeof key === 'string' && key !== '' ? key : undefined;
+}
+
+/**
+ * A message's scope from the handler's `scope` option, checked as an HTTP identity's is: `undefined`
+ * without the option; a value that is no non-empty string is the application's fault
+ * (`scope-unresolved`), one too long or with a space or control character `scope-invalid`.
+ */
+export async function readMessageScope(
+  context: ExecutionContext,
+  read: MessageScopeFunction | undefined,
+  maxScopeLength: number,
+): Promise<string | undefined> {
+  if (!read) return undefined;
+  const scope: unknown = await read(context.switchToRpc().getData(), context);
+  if (typeof scope !== 'string' || scope === '') throw IdempotencyException.of('scope-unresolved', MESSAGES.noScope);
+  const problem = keyViolation(MESSAGES.scope, scope, escapeScope(scope).length, maxScopeLength);
+  if (problem) throw IdempotencyException.of('scope-invalid', problem);
+  return scope;
 }

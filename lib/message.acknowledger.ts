@@ -1,9 +1,10 @@
 import { type ExecutionContext, Injectable, Logger } from '@nestjs/common';
 import { IDEMPOTENCY_ERRORS } from './exceptions/idempotency-errors.table.js';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
-import { ATTEMPT_COUNTS, REQUEUE_DELAY_MS } from './idempotency.constants.js';
-import { LOGS } from './idempotency.messages.js';
+import { ATTEMPT_COUNTS, MAX_REQUEUE_DELAY_MS, REQUEUE_DELAY_MS } from './idempotency.constants.js';
+import { LOGS } from './messages/operator.messages.js';
 import type { ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
+import { chainedHandlers, deliveredPattern } from './message-patterns.util.js';
 
 /** The part of an amqplib channel the acknowledger uses. */
 interface Channel {
@@ -11,12 +12,32 @@ interface Channel {
   nack(message: unknown, allUpTo?: boolean, requeue?: boolean): void;
 }
 
-/** One RabbitMQ delivery under manual acks, settled once with what the message's outcome says. */
+/** What an amqplib message holds that the acknowledger reads. */
+interface AmqpMessage {
+  properties?: { messageId?: unknown };
+}
+
+/** One RabbitMQ delivery under manual acks, as one of the handlers Nest runs for it sees it. */
 export interface Delivery {
-  /** The outcome is recorded (run and committed, replayed, skipped): the broker may forget the message. */
-  done(): void;
-  /** The message was refused or its handler failed: requeue it, or reject it for good. */
-  failed(err: unknown): void;
+  /** This handler's outcome for the message with `key` is recorded (run and committed, replayed, skipped). */
+  done(key: string | undefined): void;
+  /** This handler was refused, or failed on the message with `key` (`undefined`: a message without one, passed through). */
+  failed(err: unknown, key: string | undefined): void;
+  /** This handler could not read the message's key or scope (`why`): nothing ran, and no delivery of it can do better. */
+  unreadable(why: string): void;
+}
+
+/**
+ * What a delivery comes to, worst last: a delivery is acked when every handler is done, requeued when
+ * one can still succeed (after `pause` ms), else rejected without requeue.
+ */
+type Verdict = { kind: 'ack' } | { kind: 'reject' } | { kind: 'requeue'; pause: number };
+const RANK = { ack: 0, reject: 1, requeue: 2 } as const;
+
+/** The handlers of one delivery still to settle it, and what they came to so far. */
+interface Group {
+  left: number;
+  verdict: Verdict;
 }
 
 /**
@@ -31,52 +52,96 @@ function settle(call: () => void): void {
   }
 }
 
-function rmqDelivery(context: ExecutionContext): { channel: Channel; message: unknown } | undefined {
-  const rpc = context.switchToRpc().getContext<{ getMessage?: () => unknown; getChannelRef?: () => unknown }>();
-  if (typeof rpc?.getMessage !== 'function' || typeof rpc.getChannelRef !== 'function') return undefined;
-  return { channel: rpc.getChannelRef() as Channel, message: rpc.getMessage() };
+type RmqContextLike = { getMessage?: () => unknown; getChannelRef?: () => unknown; getPattern?: () => unknown };
+
+/** The message's own id for a log line: quoted, cut short, never the payload. */
+function messageId(message: unknown): string {
+  const id = (message as AmqpMessage | undefined)?.properties?.messageId;
+  if (id === undefined || id === null) return '(none)';
+  return JSON.stringify((typeof id === 'string' ? id : JSON.stringify(id)).slice(0, 100));
 }
 
 /**
  * Acknowledges RabbitMQ deliveries for `@Idempotent({ ack: true })` handlers (a queue consumed with
  * `noAck: false`), after the outcome is recorded: a consumer that dies before that gets the message
- * redelivered, and the fenced claim decides whether it runs. A message that cannot succeed (reused
- * with other data, no key) is rejected without requeue; one whose handler failed, or whose duplicate
- * is in flight, is requeued after a pause — the failed ones at most `maxAttempts` times per message id
- * in this process, then rejected without requeue, which a queue with a dead-letter exchange parks there.
+ * redelivered, and the fenced claim decides whether it runs. Nest runs every handler of an event
+ * pattern on one delivery: it is settled once, when the last of them is done. A message that cannot
+ * succeed (reused with other data, no key, a key that cannot be read) is rejected without requeue;
+ * one whose duplicate is in flight is requeued after a pause; one whose handler failed is requeued
+ * after a pause that doubles with each failure, at most `maxAttempts` times per message id in this
+ * process, then rejected without requeue, which a queue with a dead-letter exchange parks there and
+ * one without deletes: every rejection is logged at error level with the message id.
  */
 @Injectable()
 export class MessageAcknowledger {
   private readonly logger = new Logger('Idempotency');
   /** Failed attempts per route and key, oldest first: counted in this process only. */
   private readonly attempts = new Map<string, number>();
+  /** The handlers of one delivery that have not settled it yet, by the delivery's message. */
+  private readonly groups = new WeakMap<object, Group>();
+  /** How many `ack: true` handlers Nest runs for a delivery of each event pattern. */
+  private readonly chained = new Map<string, number>();
 
-  delivery(context: ExecutionContext, route: ResolvedRouteOptions, key: string | undefined): Delivery | undefined {
-    const rmq = rmqDelivery(context);
-    if (!rmq) return undefined;
-    const { channel, message } = rmq;
-    const counted = key === undefined ? undefined : `${route.id}\0${key}`;
-    const requeue = (): void => void setTimeout(() => settle(() => channel.nack(message, false, true)), REQUEUE_DELAY_MS).unref();
-    const reject = (): void => settle(() => channel.nack(message, false, false));
+  /** At bootstrap, for every `ack: true` handler: an event pattern's handlers settle its deliveries together. */
+  register(handler: object): void {
+    for (const pattern of chainedHandlers(handler)) this.chained.set(pattern, (this.chained.get(pattern) ?? 0) + 1);
+  }
+
+  delivery(context: ExecutionContext, route: ResolvedRouteOptions): Delivery | undefined {
+    const rpc = context.switchToRpc().getContext<RmqContextLike>();
+    if (typeof rpc?.getMessage !== 'function' || typeof rpc.getChannelRef !== 'function') return undefined;
+    const channel = rpc.getChannelRef() as Channel;
+    const message = rpc.getMessage() as object;
+    let group = this.groups.get(message);
+    if (!group) {
+      const pattern = typeof rpc.getPattern === 'function' ? deliveredPattern(rpc.getPattern()) : undefined;
+      group = { left: (pattern !== undefined && this.chained.get(pattern)) || 1, verdict: { kind: 'ack' } };
+      this.groups.set(message, group);
+    }
+    const joined = group;
+    const settleWith = (verdict: Verdict): void => this.settle(joined, verdict, channel, message);
     return {
-      done: () => {
-        if (counted !== undefined) this.attempts.delete(counted);
-        settle(() => channel.ack(message));
+      done: (key) => {
+        if (key !== undefined) this.attempts.delete(`${route.id}\0${key}`);
+        settleWith({ kind: 'ack' });
       },
-      failed: (err) => {
-        if (err instanceof IdempotencyException && err.code) {
-          if (IDEMPOTENCY_ERRORS[err.code].retryAfter) return requeue();
-          this.logger.warn(LOGS.messageRejected(route.id, err.code));
-          return reject();
+      failed: (err, key) => {
+        if (key !== undefined && !(err instanceof IdempotencyException && err.code)) {
+          const counted = `${route.id}\0${key}`;
+          const attempts = this.count(counted);
+          if (attempts < route.message!.maxAttempts) {
+            return settleWith({ kind: 'requeue', pause: Math.min(REQUEUE_DELAY_MS * 2 ** (attempts - 1), MAX_REQUEUE_DELAY_MS) });
+          }
+          this.attempts.delete(counted);
+          this.logger.error(LOGS.deadLettered(route.id, attempts, messageId(message)));
+          return settleWith({ kind: 'reject' });
         }
-        if (counted === undefined) return reject();
-        const attempts = this.count(counted);
-        if (attempts < route.message!.maxAttempts) return requeue();
-        this.attempts.delete(counted);
-        this.logger.warn(LOGS.deadLettered(route.id, attempts));
-        reject();
+        if (err instanceof IdempotencyException && err.code && IDEMPOTENCY_ERRORS[err.code].retryAfter) {
+          return settleWith({ kind: 'requeue', pause: REQUEUE_DELAY_MS });
+        }
+        const why = err instanceof IdempotencyException && err.code ? err.code : 'its handler failed on a message without a key';
+        this.logger.error(LOGS.messageRejected(route.id, why, messageId(message)));
+        settleWith({ kind: 'reject' });
+      },
+      unreadable: (why) => {
+        this.logger.error(LOGS.messageRejected(route.id, why, messageId(message)));
+        settleWith({ kind: 'reject' });
       },
     };
+  }
+
+  private settle(group: Group, verdict: Verdict, channel: Channel, message: object): void {
+    if (RANK[verdict.kind] > RANK[group.verdict.kind]) group.verdict = verdict;
+    if (--group.left > 0) return;
+    this.groups.delete(message);
+    const final = group.verdict;
+    if (final.kind === 'ack') {
+      settle(() => channel.ack(message));
+    } else if (final.kind === 'reject') {
+      settle(() => channel.nack(message, false, false));
+    } else {
+      setTimeout(() => settle(() => channel.nack(message, false, true)), final.pause).unref();
+    }
   }
 
   private count(counted: string): number {

@@ -1,13 +1,15 @@
-import { type CallHandler, type ExecutionContext, Injectable } from '@nestjs/common';
+import { type CallHandler, type ExecutionContext, Inject, Injectable, Logger } from '@nestjs/common';
 import { lastValueFrom, type Observable, of } from 'rxjs';
 import { errorExtensions } from './exceptions/error-extensions.js';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
-import { MESSAGES } from './idempotency.messages.js';
+import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
+import { MESSAGES } from './messages/client.messages.js';
+import { LOGS } from './messages/operator.messages.js';
 import { InboxContext } from './inbox/inbox.context.js';
 import { InboxRunner } from './inbox.runner.js';
-import type { ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
-import { MessageAcknowledger } from './message.acknowledger.js';
-import { readMessageKey } from './message-key.reader.js';
+import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
+import { type Delivery, MessageAcknowledger } from './message.acknowledger.js';
+import { readMessageKey, readMessageScope } from './message-key.reader.js';
 
 /** The HTTP sentences name the header; a message's sender reads these instead. */
 const MESSAGE_REASONS: Partial<Record<string, string>> = {
@@ -25,29 +27,50 @@ async function rpcError(err: IdempotencyException): Promise<Error> {
   return new (await rpcException)({ ...errorExtensions(err), message });
 }
 
+/** An error's first line: a log line names what failed, not a stack or a multi-line dump. */
+const firstLine = (err: unknown): string => (err instanceof Error ? err.message : String(err)).split('\n')[0].slice(0, 200);
+
+/** What was read of a message before its claim: a failure there is the message's, not a run's. */
+interface Read {
+  key: string | undefined;
+  scope: string | undefined;
+}
+
 /**
  * Runs an `@Idempotent()` message handler (`@MessagePattern()`, `@EventPattern()`) once per message
- * key, as `IdempotencyInbox.run()` runs work: the handler's last value is its stored reply, a
- * duplicate gets that reply without running it, and the module's refusals reach the sender as an
- * `RpcException` whose error is `{ code, status, retryable, message }` (`IDEMPOTENCY_KEY_IN_FLIGHT`, …).
+ * key, as `IdempotencyInbox.run()` runs work, in the handler's own records (its `Class.method`, under
+ * its `scope`): the handler's last value is its stored reply, a duplicate gets that reply without
+ * running it, and the module's refusals reach the sender as an `RpcException` whose error is
+ * `{ code, status, retryable, message }` (`IDEMPOTENCY_KEY_IN_FLIGHT`, …).
  */
 @Injectable()
 export class MessageRunner {
+  private readonly logger = new Logger('Idempotency');
+
   constructor(
     private readonly inbox: InboxRunner,
     private readonly acks: MessageAcknowledger,
+    @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
   ) {}
 
   async handle(context: ExecutionContext, next: CallHandler, route: ResolvedRouteOptions): Promise<Observable<unknown>> {
-    const { keyFrom, ack } = route.message!;
-    const key = readMessageKey(context, keyFrom);
-    const delivery = ack ? this.acks.delivery(context, route, key) : undefined;
+    const { ack, event } = route.message!;
+    const delivery = ack ? this.acks.delivery(context, route) : undefined;
+    const read = await this.read(context, route, delivery);
+    // Rejected and logged once: an event has no sender to tell, so Nest need not log it again.
+    if (!read) return of(undefined);
     const work = (): Promise<unknown> => lastValueFrom(next.handle(), { defaultValue: undefined });
     try {
       let value: unknown;
-      if (key !== undefined) {
-        const payload: unknown = context.switchToRpc().getData();
-        value = (await this.inbox.run(route, new InboxContext(key, { consumer: route.id, payload }), work)).value;
+      if (read.key !== undefined) {
+        const call = new InboxContext(
+          read.key,
+          { consumer: route.id, payload: context.switchToRpc().getData(), scope: read.scope },
+          'message',
+        );
+        // An event has no reply: its value is not kept, so none can fail to be stored or be replayed.
+        const run = event ? () => work().then(() => undefined) : work;
+        value = (await this.inbox.run(route, call, run)).value;
       } else if (route.missingHeader === 'pass-through') {
         // Unacknowledged deliveries wait for the handler here too; without ack, the handler's own stream is returned as it is.
         if (!delivery) return next.handle();
@@ -55,11 +78,38 @@ export class MessageRunner {
       } else {
         throw IdempotencyException.of('key-missing', MESSAGES.messageKey);
       }
-      delivery?.done();
+      delivery?.done(read.key);
       return of(value);
     } catch (err) {
-      delivery?.failed(err);
-      throw err instanceof IdempotencyException && err.code ? await rpcError(err) : err;
+      delivery?.failed(err, read.key);
+      throw await this.refusal(err);
     }
+  }
+
+  /**
+   * The message's key and scope. What throws here (the application's `keyFrom` or `scope`, a scope
+   * refused) ran nothing and cannot succeed on another delivery: the delivery is rejected, not left
+   * unacknowledged to fill the consumer's prefetch window. `undefined`: an event's delivery so settled.
+   */
+  private async read(
+    context: ExecutionContext,
+    route: ResolvedRouteOptions,
+    delivery: Delivery | undefined,
+  ): Promise<Read | undefined> {
+    const { keyFrom, scope, event } = route.message!;
+    try {
+      const key = readMessageKey(context, keyFrom);
+      return { key, scope: key === undefined ? undefined : await readMessageScope(context, scope, this.options.maxScopeLength) };
+    } catch (err) {
+      const why = LOGS.unreadableMessage(err instanceof IdempotencyException && err.code ? err.code : firstLine(err));
+      if (!delivery) this.logger.error(LOGS.messageRefused(route.id, why));
+      else if (event) return void delivery.unreadable(why);
+      else delivery.unreadable(why);
+      throw await this.refusal(err);
+    }
+  }
+
+  private async refusal(err: unknown): Promise<unknown> {
+    return err instanceof IdempotencyException && err.code ? await rpcError(err) : err;
   }
 }

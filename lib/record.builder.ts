@@ -3,7 +3,8 @@ import { ResponseSealer, UnsealableRecord } from './encryption/response.sealer.j
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
 import { errorResponse } from './exceptions/error.response.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
-import { LOGS, MESSAGES } from './idempotency.messages.js';
+import { MESSAGES } from './messages/client.messages.js';
+import { LOGS } from './messages/operator.messages.js';
 import type { ActiveClaim } from './interfaces/active-claim.interface.js';
 import type { IdempotencyRecord } from './interfaces/idempotency-store.interface.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';

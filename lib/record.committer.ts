@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { IdempotencyObserver } from './events/idempotency.observer.js';
 import { OutcomeReporter } from './events/outcome.reporter.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
-import { LOGS } from './idempotency.messages.js';
+import { LOGS } from './messages/operator.messages.js';
 import type { ActiveClaim } from './interfaces/active-claim.interface.js';
 import type { IdempotencyRecord } from './interfaces/idempotency-store.interface.js';
 import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';

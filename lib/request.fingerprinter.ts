@@ -1,7 +1,8 @@
 import { type ExecutionContext, Injectable, Logger } from '@nestjs/common';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
 import { type HttpRequestLike, requestTarget } from './http/request.reader.js';
-import { LOGS, MESSAGES } from './idempotency.messages.js';
+import { MESSAGES } from './messages/client.messages.js';
+import { LOGS } from './messages/operator.messages.js';
 import type { ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
 import { CANONICAL_TAG, RAW_TAG, tagged, tagOf } from './utils/fingerprint-tag.util.js';
 import { BodyTooDeepError, requestFingerprint } from './utils/fingerprint.util.js';

@@ -3,7 +3,9 @@ import {
   GRAPHQL_RESOLVER_TYPE_METADATA,
   IDEMPOTENCY_MODULE_OPTIONS,
   IDEMPOTENT_ROUTE_METADATA,
+  NEST_EVENT_HANDLER,
   NEST_HOST_METADATA,
+  NEST_PATTERN_HANDLER_METADATA,
   NEST_PATTERN_METADATA,
   NEST_ROUTE_ARGS_METADATA,
 } from './idempotency.constants.js';
@@ -54,7 +56,8 @@ export class RouteOptionsRegistry {
     let resolved = this.routes.get(handler);
     if (!resolved) {
       const route = (Reflect.getMetadata(IDEMPOTENT_ROUTE_METADATA, handler) ?? {}) as IdempotentOptions;
-      resolved = resolveRouteOptions(where, `${type.name}.${handler.name}`, route, this.options, kindOf(handler));
+      const event = Reflect.getMetadata(NEST_PATTERN_HANDLER_METADATA, handler) === NEST_EVENT_HANDLER;
+      resolved = resolveRouteOptions(where, `${type.name}.${handler.name}`, route, this.options, kindOf(handler), event);
       if (Reflect.getMetadata(NEST_HOST_METADATA, type) !== undefined) resolved = { ...resolved, hostScoped: true };
       // Decided here, not per request: a WeakMap entry per request cost more garbage collection than the lookup.
       if (readsKey(type, handler)) resolved = { ...resolved, readsKey: true };

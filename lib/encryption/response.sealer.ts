@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { IDEMPOTENCY_MODULE_OPTIONS } from '../idempotency.constants.js';
-import { FAILURES } from '../idempotency.messages.js';
+import { FAILURES } from '../messages/operator.messages.js';
 import type { IdempotencyRecord } from '../interfaces/idempotency-store.interface.js';
 import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
 import type { StoredResponse } from '../interfaces/stored-response.interface.js';

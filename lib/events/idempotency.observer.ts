@@ -4,7 +4,7 @@ import { AsyncResource } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { IDEMPOTENCY_MODULE_OPTIONS } from '../idempotency.constants.js';
-import { LOGS } from '../idempotency.messages.js';
+import { LOGS } from '../messages/operator.messages.js';
 import type { IdempotencyErrorCode } from '../interfaces/idempotency-error.interface.js';
 import type {
   IdempotencyEvent,

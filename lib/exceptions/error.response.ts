@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { STATUS_CODES } from 'node:http';
-import { LOGS, PROBLEM_TITLES } from '../idempotency.messages.js';
+import { PROBLEM_TITLES } from '../messages/client.messages.js';
+import { LOGS } from '../messages/operator.messages.js';
 import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
 import type { StoredResponse } from '../interfaces/stored-response.interface.js';
 import type { IdempotencyException } from './idempotency.exception.js';

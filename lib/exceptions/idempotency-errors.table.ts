@@ -26,4 +26,6 @@ export const IDEMPOTENCY_ERRORS: Readonly<Record<IdempotencyErrorCode, Idempoten
   'shutting-down': { status: 503, retryAfter: true },
   // Stored in place of a response too large to keep, with that response's status.
   'response-too-large': { status: undefined, retryAfter: false },
+  // Recorded for a handler's value that JSON cannot hold (a BigInt, a cycle): it ran, and does not run again.
+  'result-unstorable': { status: 500, retryAfter: false },
 };

@@ -1,16 +1,10 @@
 import type { IdempotencyContext } from '../interfaces/idempotency-context.interface.js';
 import type { ResolvedRouteOptions } from '../interfaces/resolved-options.interface.js';
 import { requestFingerprint } from '../utils/fingerprint.util.js';
-import { escapeScope } from '../utils/key.util.js';
+import { surfaceScope } from '../utils/key.util.js';
 
 /** What the fingerprint calls a mutation where an HTTP request has its method. */
 const MUTATION = 'MUTATION';
-
-/**
- * Between the caller's scope and the mutation's in a key's scope. Escaped scopes hold `%` only as
- * `%25` or `%3A`, so no HTTP scope ends in this: a mutation's keys meet no route's.
- */
-const FIELD = '%G';
 
 /**
  * A GraphQL mutation as the protocol reads it: the key came with the GraphQL request (its header, or
@@ -39,8 +33,9 @@ export class GraphqlContext implements IdempotencyContext {
   /** The caller's scope, then the mutation's: several mutations of one document may share the key header. */
   scope(route: ResolvedRouteOptions): string | Promise<string> {
     const caller = this.scoped(route);
-    const own = FIELD + escapeScope(route.id);
-    return typeof caller === 'string' ? caller + own : caller.then((scope) => scope + own);
+    return typeof caller === 'string'
+      ? surfaceScope(caller, 'graphql', route.id)
+      : caller.then((scope) => surfaceScope(scope, 'graphql', route.id));
   }
 
   fingerprint(route: ResolvedRouteOptions): string {

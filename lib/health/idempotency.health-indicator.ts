@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { IDEMPOTENCY_MODULE_OPTIONS } from '../idempotency.constants.js';
-import { FAILURES } from '../idempotency.messages.js';
+import { FAILURES } from '../messages/operator.messages.js';
 import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
 import { withTimeout } from '../utils/timeout.util.js';
 

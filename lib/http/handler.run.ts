@@ -1,7 +1,7 @@
 import { type CallHandler, type Logger, StreamableFile } from '@nestjs/common';
 import type { ServerResponse } from 'node:http';
 import type { Observer, Subscriber, Unsubscribable } from 'rxjs';
-import { LOGS } from '../idempotency.messages.js';
+import { LOGS } from '../messages/operator.messages.js';
 import type { StoredResponse } from '../interfaces/stored-response.interface.js';
 import { identityOf } from './identity-body.js';
 import { canRecordReply, recordReply } from './reply.recorder.js';

@@ -1,6 +1,6 @@
 import type { ExecutionContext } from '@nestjs/common';
 import { IdempotencyException } from '../exceptions/idempotency.exception.js';
-import { MESSAGES } from '../idempotency.messages.js';
+import { MESSAGES } from '../messages/client.messages.js';
 import type { IdempotencyContext } from '../interfaces/idempotency-context.interface.js';
 import type { ResolvedRouteOptions } from '../interfaces/resolved-options.interface.js';
 import { type AnswerOptions, writeAnswer } from './answer.writer.js';

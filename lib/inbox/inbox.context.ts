@@ -1,12 +1,15 @@
 import type { IdempotencyContext } from '../interfaces/idempotency-context.interface.js';
 import type { InboxRunOptions } from '../interfaces/inbox-options.interface.js';
-import { requestFingerprint } from '../utils/fingerprint.util.js';
-import { escapeScope, UNSCOPED } from '../utils/key.util.js';
+import { IdempotencyException } from '../exceptions/idempotency.exception.js';
+import { MESSAGES } from '../messages/client.messages.js';
+import { BodyTooDeepError, requestFingerprint } from '../utils/fingerprint.util.js';
+import { escapeScope, surfaceScope, UNSCOPED } from '../utils/key.util.js';
 
 /**
- * A message as the protocol reads it (see `IdempotencyInbox`): its id is the key, the consumer and
- * its payload are the fingerprint, and there is no response to answer on (the caller gets results
- * and errors back from `run()`).
+ * A message as the protocol reads it (see `IdempotencyInbox`): its id is the key, kept in the records
+ * of its consumer (an inbox consumer's, or a message handler's) under its scope; its consumer and
+ * payload are the fingerprint, and there is no response to answer on (the caller gets results and
+ * errors back from `run()`).
  */
 export class InboxContext implements IdempotencyContext {
   readonly method = undefined;
@@ -14,6 +17,7 @@ export class InboxContext implements IdempotencyContext {
   constructor(
     private readonly key: string,
     private readonly options: InboxRunOptions,
+    private readonly surface: 'inbox' | 'message' = 'inbox',
   ) {}
 
   sentKey(): string {
@@ -25,12 +29,18 @@ export class InboxContext implements IdempotencyContext {
   }
 
   scope(): string {
-    const { scope } = this.options;
-    return scope === undefined ? UNSCOPED : escapeScope(scope);
+    const { scope, consumer } = this.options;
+    return surfaceScope(scope === undefined ? UNSCOPED : escapeScope(scope), this.surface, consumer);
   }
 
   fingerprint(): string {
-    return requestFingerprint('MESSAGE', '', this.options.payload, this.options.consumer);
+    try {
+      return requestFingerprint('MESSAGE', '', this.options.payload, this.options.consumer);
+    } catch (err) {
+      // The producer's fault, as HTTP's 400: no delivery of it can succeed.
+      if (err instanceof BodyTooDeepError) throw IdempotencyException.of('body-too-deep', MESSAGES.tooDeep);
+      throw err;
+    }
   }
 
   matches(stored: string, fingerprint: string): boolean {

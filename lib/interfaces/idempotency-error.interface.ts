@@ -16,6 +16,7 @@ export type IdempotencyErrorCode =
   | 'not-committed'
   | 'record-unreadable'
   | 'response-too-large'
+  | 'result-unstorable'
   | 'shutting-down'
   | 'transaction-aborted';
 

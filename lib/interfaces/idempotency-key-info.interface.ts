@@ -1,10 +1,20 @@
-/** Where a key lives: the identity scope it was claimed under, if the route has one. */
+/**
+ * Where a key lives: the identity scope it was claimed under, if the route has one; and, for a key
+ * that is not an HTTP route's, whose records it is in (at most one of `consumer`, `messageHandler`, `mutation`).
+ */
 export interface IdempotencyKeyTarget {
   /**
-   * The scope as the route's identity resolver returns it (e.g. the account id). Leave it out for
-   * routes without `identity`. Keys are not per route: one key under one scope serves every route.
+   * The scope as the route's identity resolver (a message handler's `scope`, the inbox's `scope`)
+   * returns it, e.g. the account id. Leave it out where there is none. HTTP keys are not per route:
+   * one key under one scope serves every route.
    */
   readonly scope?: string;
+  /** An `IdempotencyInbox.run()` key: the `consumer` it was run for. */
+  readonly consumer?: string;
+  /** An `@Idempotent()` message handler's key: the handler as `Class.method`. */
+  readonly messageHandler?: string;
+  /** An `@Idempotent()` GraphQL mutation's key: the resolver method as `Class.method`. */
+  readonly mutation?: string;
 }
 
 /** Options of `IdempotencyAdmin.inspect()`. */

@@ -9,6 +9,7 @@ import type {
   FingerprintMode,
   InFlightPolicy,
   MessageKeyFunction,
+  MessageScopeFunction,
   MissingHeaderPolicy,
   ReplayFlag,
 } from './idempotent-options.interface.js';
@@ -79,7 +80,14 @@ export interface ResolvedRouteOptions {
   /** The handler takes `@IdempotencyKey()`: only then is the key left beside the request for it. */
   readonly readsKey?: boolean;
   /** A message handler's: how its key is read (`missingHeader` is then its `missingKey`). */
-  readonly message?: { readonly keyFrom: MessageKeyFunction | undefined; readonly ack: boolean; readonly maxAttempts: number };
+  readonly message?: {
+    readonly keyFrom: MessageKeyFunction | undefined;
+    readonly scope: MessageScopeFunction | undefined;
+    readonly ack: boolean;
+    readonly maxAttempts: number;
+    /** An `@EventPattern()` handler: Nest sends no reply, so no value is stored for it. */
+    readonly event: boolean;
+  };
   /** A GraphQL mutation's: how its key is read when not from the key header. */
   readonly graphql?: { readonly keyFrom: MessageKeyFunction | undefined };
 }

@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import type { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { NEST_HTTP_CODE_METADATA, NEST_METHOD_METADATA } from '../idempotency.constants.js';
-import { LOGS } from '../idempotency.messages.js';
+import { LOGS } from '../messages/operator.messages.js';
 import { findIdempotentHandlers, servedBy } from '../idempotent-handlers.finder.js';
 import { importOptional } from '../utils/optional-peer.util.js';
 import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';

@@ -1,6 +1,6 @@
 import { IdempotencyException } from '../exceptions/idempotency.exception.js';
 import { errorResponse } from '../exceptions/error.response.js';
-import { MESSAGES, OPENAPI } from '../idempotency.messages.js';
+import { MESSAGES, OPENAPI } from '../messages/client.messages.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from '../interfaces/resolved-options.interface.js';
 
 /** An OpenAPI 3 header object, as a response lists it. */

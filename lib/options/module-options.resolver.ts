@@ -16,7 +16,8 @@ import {
   MAX_TTL_MS,
   REPLAYED_HEADER,
 } from '../idempotency.constants.js';
-import { CONFIG_ERRORS, LOGS } from '../idempotency.messages.js';
+import { CONFIG_ERRORS } from '../messages/config.messages.js';
+import { LOGS } from '../messages/operator.messages.js';
 import type { IdempotencyModuleOptions } from '../interfaces/idempotency-module-options.interface.js';
 import type { IdempotencyStore } from '../interfaces/idempotency-store.interface.js';
 import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';

@@ -1,4 +1,4 @@
-import { CONFIG_ERRORS } from '../idempotency.messages.js';
+import { CONFIG_ERRORS } from '../messages/config.messages.js';
 import { DEFAULT_COMPLETER, DEFAULT_PROBLEM_TYPE_BASE_URL, MAX_TIMER_MS } from '../idempotency.constants.js';
 import type { CompleterOptions } from '../interfaces/idempotency-module-options.interface.js';
 import type { IdempotencyEventsOption } from '../interfaces/idempotency-event.interface.js';

@@ -1,5 +1,5 @@
 import { DEFAULT_MAX_ATTEMPTS, MAX_TIMER_MS, MAX_TTL_MS } from '../idempotency.constants.js';
-import { CONFIG_ERRORS } from '../idempotency.messages.js';
+import { CONFIG_ERRORS } from '../messages/config.messages.js';
 import type { IdempotentOptions } from '../interfaces/idempotent-options.interface.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from '../interfaces/resolved-options.interface.js';
 import { CANONICAL_TAG, functionTag, RAW_TAG } from '../utils/fingerprint-tag.util.js';
@@ -20,6 +20,7 @@ const ROUTE_KEYS = [
   'transactional',
   'fingerprint',
   'keyFrom',
+  'scope',
   'missingKey',
   'ack',
   'maxAttempts',
@@ -48,6 +49,7 @@ const OWNERS: Readonly<Partial<Record<keyof IdempotentOptions, readonly RouteKin
   inFlight: ['http', 'graphql'],
   waitMs: ['http', 'graphql'],
   keyFrom: ['message', 'graphql'],
+  scope: ['message'],
   missingKey: ['message'],
   ack: ['message'],
   maxAttempts: ['message'],
@@ -62,6 +64,7 @@ export function resolveRouteOptions(
   route: IdempotentOptions,
   module: ResolvedIdempotencyOptions,
   kind: RouteKind = 'http',
+  event = false,
 ): ResolvedRouteOptions {
   if (route === null || typeof route !== 'object') fail(where, CONFIG_ERRORS.notAnObject);
   refuseUnknownKeys(where, route, ROUTE_KEYS, undefined);
@@ -71,8 +74,9 @@ export function resolveRouteOptions(
     }
   }
   const message = kind === 'message';
-  const { keyFrom, ack = false } = route;
+  const { keyFrom, scope, ack = false } = route;
   if (keyFrom !== undefined && typeof keyFrom !== 'function') fail(where, CONFIG_ERRORS.keyFrom);
+  if (scope !== undefined && typeof scope !== 'function') fail(where, CONFIG_ERRORS.messageScope);
   if (typeof ack !== 'boolean') fail(where, CONFIG_ERRORS.boolean('ack', ack));
   const transactional = route.transactional ?? false;
   if (typeof transactional !== 'boolean') fail(where, CONFIG_ERRORS.boolean('transactional', transactional));
@@ -107,7 +111,13 @@ export function resolveRouteOptions(
     waitMs: message ? 0 : waitMs(where, route, module),
     leaseMs: transactional ? module.transactionTimeoutMs : module.leaseMs,
     ...(message && {
-      message: { keyFrom, ack, maxAttempts: integerIn(where, 'maxAttempts', route.maxAttempts, DEFAULT_MAX_ATTEMPTS, 1, 1_000) },
+      message: {
+        keyFrom,
+        scope,
+        ack,
+        maxAttempts: integerIn(where, 'maxAttempts', route.maxAttempts, DEFAULT_MAX_ATTEMPTS, 1, 1_000),
+        event,
+      },
     }),
     ...(kind === 'graphql' && { graphql: { keyFrom } }),
   };

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { LeaseLost } from '../exceptions/lease-lost.error.js';
 import { FINISHED } from '../idempotency.constants.js';
-import { FAILURES } from '../idempotency.messages.js';
+import { FAILURES } from '../messages/operator.messages.js';
 import type { ActiveClaim } from '../interfaces/active-claim.interface.js';
 import type { IdempotencyRecord, IdempotencyStore } from '../interfaces/idempotency-store.interface.js';
 import type { IdempotencyTransactions, SqlExecutor } from '../interfaces/idempotency-transactions.interface.js';

@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { LOGS } from '../idempotency.messages.js';
+import { LOGS } from '../messages/operator.messages.js';
 import { InMemoryStore } from './in-memory.store.js';
 import type { InMemoryStoreOptions } from './in-memory-store.options.js';
 import { RedisStore } from './redis.store.js';

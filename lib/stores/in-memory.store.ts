@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { LOGS, FAILURES } from '../idempotency.messages.js';
+import { LOGS, FAILURES } from '../messages/operator.messages.js';
 import type {
   ClaimOutcome,
   IdempotencyClaim,

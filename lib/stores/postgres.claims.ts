@@ -1,4 +1,4 @@
-import { FAILURES } from '../idempotency.messages.js';
+import { FAILURES } from '../messages/operator.messages.js';
 import type { ClaimOutcome, IdempotencyClaim } from '../interfaces/idempotency-store.interface.js';
 import type { SqlExecutor } from '../interfaces/idempotency-transactions.interface.js';
 import { LaneBatch } from './lane.batch.js';

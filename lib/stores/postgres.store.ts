@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { LOGS } from '../idempotency.messages.js';
+import { LOGS } from '../messages/operator.messages.js';
 import type {
   ClaimOutcome,
   IdempotencyClaim,

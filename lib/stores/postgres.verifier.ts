@@ -1,4 +1,4 @@
-import { FAILURES } from '../idempotency.messages.js';
+import { FAILURES } from '../messages/operator.messages.js';
 import type { PostgresPoolLike } from './postgres-store.options.js';
 import { PHASES_COLUMNS, PHASES_SUFFIX } from './postgres.completions.js';
 import { CLAIM_SUFFIX, derivedName, type PostgresNames } from './postgres.schema.js';

@@ -2,7 +2,7 @@ import { Logger } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import type { Writable } from 'node:stream';
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { LOGS, FAILURES } from '../idempotency.messages.js';
+import { LOGS, FAILURES } from '../messages/operator.messages.js';
 import type {
   ClaimOutcome,
   IdempotencyClaim,

@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { MAX_TIMER_MS } from '../idempotency.constants.js';
-import { CONFIG_ERRORS } from '../idempotency.messages.js';
+import { CONFIG_ERRORS } from '../messages/config.messages.js';
 import type {
   ClaimOutcome,
   IdempotencyClaim,

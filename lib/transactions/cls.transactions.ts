@@ -1,4 +1,4 @@
-import { FAILURES } from '../idempotency.messages.js';
+import { FAILURES } from '../messages/operator.messages.js';
 import type { IdempotencyTransactions, SqlExecutor } from '../interfaces/idempotency-transactions.interface.js';
 
 /**

@@ -1,4 +1,4 @@
-import { MESSAGES } from '../idempotency.messages.js';
+import { MESSAGES } from '../messages/client.messages.js';
 
 /**
  * Checks a client-chosen key (or an identity scope) before it reaches a cache key.
@@ -58,6 +58,24 @@ export function escapeScope(scope: string): string {
  * bare `%`: scoped and unscoped keys can never meet.
  */
 export const UNSCOPED = '%';
+
+/** The surfaces whose records each handler keeps apart from HTTP's and from every other handler's. */
+export type Surface = 'graphql' | 'message' | 'inbox';
+
+/**
+ * After the caller's scope: `%` and a letter. Escaped scopes hold `%` only as `%25` or `%3A`, so no
+ * HTTP scope holds one of these, and an HTTP client's key can never name a message's or a mutation's record.
+ */
+const SURFACE_MARKS: Readonly<Record<Surface, string>> = { graphql: '%G', message: '%M', inbox: '%I' };
+
+/**
+ * The scope segment of a record of `owner` (a mutation's or message handler's `Class.method`, an
+ * inbox consumer) on `surface`, under the caller's escaped `scope`: one handler's records never meet
+ * another's, nor an HTTP route's.
+ */
+export function surfaceScope(scope: string, surface: Surface, owner: string): string {
+  return scope + SURFACE_MARKS[surface] + escapeScope(owner);
+}
 
 /**
  * `<prefix><scope>:<key>`. The scope segment holds no `:`, so the first `:` after the prefix splits

@@ -1,6 +1,6 @@
 import { type BeforeApplicationShutdown, Inject, Injectable, Logger } from '@nestjs/common';
 import { IDEMPOTENCY_MODULE_OPTIONS } from '../idempotency.constants.js';
-import { LOGS } from '../idempotency.messages.js';
+import { LOGS } from '../messages/operator.messages.js';
 import type { ClaimOutcome } from '../interfaces/idempotency-store.interface.js';
 import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
 import { calledOrAt } from '../utils/timeout.util.js';

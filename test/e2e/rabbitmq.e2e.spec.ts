@@ -71,7 +71,7 @@ describe.each(rabbitAvailable('message handlers on RabbitMQ') ? [['RabbitMQ']] :
     let service: INestMicroservice;
     let client: ClientProxy;
     const logs = spyOnLogger();
-    const warned = () => logs.warnings.mock.calls.map((args: unknown[]) => args[0]);
+    const errored = () => logs.errors.mock.calls.map((args: unknown[]) => args[0]);
 
     beforeAll(async () => {
       broker = await RabbitMqServer.start();
@@ -179,8 +179,8 @@ describe.each(rabbitAvailable('message handlers on RabbitMQ') ? [['RabbitMQ']] :
       await until(async () => (bodies = [...bodies, ...(await parked())]).length > 0, 20_000);
       expect(bodies).toEqual(['msg-5 {"pattern":"order.created","data":{"order":"o-5"}}']);
       expect(ledger.runs.get('created:o-5')).toBe(3);
-      expect(warned()).toContain(
-        'OrdersConsumer.created: a message failed 3 times; rejected without requeue (dead-lettered if its queue has a dead-letter exchange), its key freed',
+      expect(errored()).toContain(
+        'OrdersConsumer.created: message "msg-5" failed 3 times; rejected without requeue, its key freed. A queue with a dead-letter exchange parks it there; without one, RabbitMQ deletes it',
       );
     });
 
@@ -190,8 +190,8 @@ describe.each(rabbitAvailable('message handlers on RabbitMQ') ? [['RabbitMQ']] :
       await until(async () => (bodies = [...bodies, ...(await parked())]).length > 0, 20_000);
       expect(bodies).toEqual(['undefined {"pattern":"order.created","data":{"order":"o-6"}}']);
       expect(ledger.runs.has('created:o-6')).toBe(false);
-      expect(warned()).toContain(
-        'OrdersConsumer.created: a message was rejected without requeue (key-missing): delivering it again cannot succeed',
+      expect(errored()).toContain(
+        'OrdersConsumer.created: message (none) was rejected without requeue (key-missing): delivering it again cannot succeed. A queue with a dead-letter exchange parks it there; without one, RabbitMQ deletes it',
       );
     });
 

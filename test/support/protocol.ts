@@ -58,7 +58,8 @@ export function createProtocol(options: IdempotencyModuleOptions = {}, moduleRef
   const failures = new TransactionFailures(service, reporter);
   const transactions = new TransactionRunner(failures, resolved, observer, reporter, records);
   const inbox = new InboxRunner(service, leases, records, reporter, failures, resolved);
-  const messages = new MessageRunner(inbox, new MessageAcknowledger());
+  const acks = new MessageAcknowledger();
+  const messages = new MessageRunner(inbox, acks, resolved);
   const graphql = new GraphqlRunner(inbox, identities, resolved);
   const interceptor = new IdempotencyInterceptor(
     service,
@@ -71,7 +72,7 @@ export function createProtocol(options: IdempotencyModuleOptions = {}, moduleRef
     identities,
     fingerprints,
   );
-  return { store, options: resolved, identities, observer, service, begin, routes, leases, interceptor, waiters };
+  return { store, options: resolved, identities, observer, service, begin, routes, leases, interceptor, waiters, acks };
 }
 
 /** Stops every lease timer {@link createProtocol} started; call it inside a describe. */

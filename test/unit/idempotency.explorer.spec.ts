@@ -23,12 +23,12 @@ import { IdempotencyExplorer } from '../../lib/idempotency.explorer.js';
 import { createProtocol } from '../support/protocol.js';
 
 function explore(controllers: unknown[], moduleRef: Partial<ModuleRef> = {}) {
-  const { routes, identities, options } = createProtocol({}, moduleRef);
+  const { routes, identities, options, acks } = createProtocol({}, moduleRef);
   const discovery = {
     getControllers: () => controllers.map((metatype) => ({ metatype })),
     getProviders: () => [],
   } as unknown as DiscoveryService;
-  return new IdempotencyExplorer(options, discovery, new MetadataScanner(), routes, identities).onModuleInit();
+  return new IdempotencyExplorer(options, discovery, new MetadataScanner(), routes, identities, acks).onModuleInit();
 }
 
 class Resolver {

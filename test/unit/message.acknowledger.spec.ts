@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { type CallHandler, Controller } from '@nestjs/common';
 import { ExecutionContextHost } from '@nestjs/core/helpers/execution-context-host.js';
-import { EventPattern, RpcException } from '@nestjs/microservices';
+import { EventPattern, MessagePattern, RpcException } from '@nestjs/microservices';
 import { from, lastValueFrom, type Observable, of, throwError } from 'rxjs';
 import { IdempotencyException, Idempotent, InMemoryStore } from '../../lib/index.js';
 import { ATTEMPT_COUNTS } from '../../lib/idempotency.constants.js';
@@ -11,9 +11,10 @@ import { spyOnLogger } from '../support/logger.js';
 import { createProtocol, destroyProtocolsAfterEach } from '../support/protocol.js';
 import { until } from '../support/timing.js';
 
+// Message patterns where a value is read back: an event handler's value is not stored (Nest sends no reply).
 @Controller()
 class Orders {
-  @EventPattern('order.created')
+  @MessagePattern('order.created')
   @Idempotent({ ack: true, maxAttempts: 2 })
   created(data: unknown) {
     return data;
@@ -25,7 +26,7 @@ class Orders {
     return data;
   }
 
-  @EventPattern('order.read')
+  @MessagePattern('order.read')
   @Idempotent()
   read(data: unknown) {
     return data;
@@ -81,7 +82,7 @@ const failing = () => throwError(() => new Error('card declined'));
 describe('MessageAcknowledger and the message key (RabbitMQ manual acks, NATS ids)', () => {
   destroyProtocolsAfterEach();
   const logs = spyOnLogger();
-  const warned = () => logs.warnings.mock.calls.map((args: unknown[]) => args[0]);
+  const errored = () => logs.errors.mock.calls.map((args: unknown[]) => args[0]);
 
   it("the transport's message id is the key before data.idempotencyKey; NATS's Nats-Msg-Id too", async () => {
     const { call } = setup('read');
@@ -132,8 +133,8 @@ describe('MessageAcknowledger and the message key (RabbitMQ manual acks, NATS id
     await call({ again: true }, rmq(channel, 'd3', 'm-4'), failing);
     await call({ again: true }, rmq(channel, 'd4', 'm-4'), failing);
     expect(channel.calls).toEqual(['ack d2', 'reject d4']);
-    expect(warned()).toEqual([
-      'Orders.created: a message failed 2 times; rejected without requeue (dead-lettered if its queue has a dead-letter exchange), its key freed',
+    expect(errored()).toEqual([
+      'Orders.created: message "m-4" failed 2 times; rejected without requeue, its key freed. A queue with a dead-letter exchange parks it there; without one, RabbitMQ deletes it',
     ]);
     // The parked id was forgotten: a producer's resend is tried anew.
     await call({ again: true }, rmq(channel, 'd5', 'm-4'), failing);
@@ -154,9 +155,9 @@ describe('MessageAcknowledger and the message key (RabbitMQ manual acks, NATS id
     expect(await held).toBe('done');
     await until(() => channel.calls.includes('requeue d5'));
     expect(channel.calls).toEqual(['ack d1', 'reject d2', 'reject d3', 'ack d4', 'requeue d5']);
-    expect(warned()).toEqual([
-      'Orders.created: a message was rejected without requeue (key-reused): delivering it again cannot succeed',
-      'Orders.created: a message was rejected without requeue (key-missing): delivering it again cannot succeed',
+    expect(errored()).toEqual([
+      'Orders.created: message "m-5" was rejected without requeue (key-reused): delivering it again cannot succeed. A queue with a dead-letter exchange parks it there; without one, RabbitMQ deletes it',
+      'Orders.created: message (none) was rejected without requeue (key-missing): delivering it again cannot succeed. A queue with a dead-letter exchange parks it there; without one, RabbitMQ deletes it',
     ]);
   });
 
@@ -183,7 +184,7 @@ describe('MessageAcknowledger and the message key (RabbitMQ manual acks, NATS id
     const route = { id: 'Orders.created', message: { keyFrom: undefined, ack: true, maxAttempts: 2 } } as ResolvedRouteOptions;
     const fail = (key: string) => {
       const context = new ExecutionContextHost([{}, rmq(channel, key, key)]);
-      acks.delivery(context, route, key)!.failed(new Error('declined'));
+      acks.delivery(context, route)!.failed(new Error('declined'), key);
     };
     fail('first');
     for (let i = 0; i < ATTEMPT_COUNTS - 1; i++) fail(`filler-${i}`);
@@ -194,7 +195,7 @@ describe('MessageAcknowledger and the message key (RabbitMQ manual acks, NATS id
     expect(channel.calls).toEqual(['reject kept']);
     // Not a RabbitMQ delivery (TCP, Redis, a Kafka message without a channel, none): nothing to acknowledge.
     for (const ctx of [{}, undefined, { getMessage: () => ({}) }, { getChannelRef: () => channel }]) {
-      expect(acks.delivery(new ExecutionContextHost([{}, ctx]), route, 'k')).toBeUndefined();
+      expect(acks.delivery(new ExecutionContextHost([{}, ctx]), route)).toBeUndefined();
     }
   });
 
@@ -202,14 +203,14 @@ describe('MessageAcknowledger and the message key (RabbitMQ manual acks, NATS id
     const acks = new MessageAcknowledger();
     const channel = new FakeChannel();
     const route = { id: 'Orders.created', message: { keyFrom: undefined, ack: true, maxAttempts: 2 } } as ResolvedRouteOptions;
-    const delivery = (key: string) => acks.delivery(new ExecutionContextHost([{}, rmq(channel, key, key)]), route, key)!;
-    delivery('first').failed(new Error('declined'));
-    for (let i = 0; i < ATTEMPT_COUNTS - 1; i++) delivery(`filler-${i}`).failed(new Error('declined'));
-    delivery('first').failed(new Error('declined'));
+    const delivery = (key: string) => acks.delivery(new ExecutionContextHost([{}, rmq(channel, key, key)]), route)!;
+    delivery('first').failed(new Error('declined'), 'first');
+    for (let i = 0; i < ATTEMPT_COUNTS - 1; i++) delivery(`filler-${i}`).failed(new Error('declined'), `filler-${i}`);
+    delivery('first').failed(new Error('declined'), 'first');
     expect(channel.calls).toEqual(['reject first']);
-    delivery('again').failed(new Error('declined'));
-    delivery('again').done();
-    delivery('again').failed(new IdempotencyException(409, 'an inner key is busy'));
+    delivery('again').failed(new Error('declined'), 'again');
+    delivery('again').done('again');
+    delivery('again').failed(new IdempotencyException(409, 'an inner key is busy'), 'again');
     expect(channel.calls).toEqual(['reject first', 'ack again']);
   });
 });

@@ -41,7 +41,7 @@ describe('resolveRouteOptions', () => {
       atomicPhases: false,
       waitMs: 0,
       leaseMs: 60_000,
-      message: { keyFrom: undefined, ack: false, maxAttempts: 5 },
+      message: { keyFrom: undefined, scope: undefined, ack: false, maxAttempts: 8, event: false },
     });
     expect(
       resolveRouteOptions('here', 'A.b', { keyFrom, missingKey: 'pass-through', ack: true, maxAttempts: 1 }, base, 'message'),
@@ -242,7 +242,7 @@ describe('resolveRouteOptions', () => {
     expect(() => resolveRouteOptions('here', 'A.b', 'x' as never, base)).toThrow('here: options must be an object');
     // A slip is only suggested when the suggestion is an option of this place.
     expect(() => resolveRouteOptions('here', 'A.b', { store: 1 } as never, base)).toThrow(
-      'here: unknown option "store"; valid: ttlMs, identity, missingHeader, transactional, fingerprint',
+      'here: unknown option "store" (did you mean scope?); valid: ttlMs, identity, missingHeader, transactional, fingerprint',
     );
     expect(() => resolveRouteOptions('here', 'A.b', { ttl: 5 } as never, base)).toThrow(
       'here: unknown option "ttl" (did you mean ttlMs?); valid: ttlMs, identity, missingHeader, transactional, fingerprint',

@@ -1,0 +1,204 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Controller, Injectable, type INestMicroservice } from '@nestjs/common';
+import { Ctx, EventPattern, MessagePattern, Payload, type RmqContext, type RmqOptions, Transport } from '@nestjs/microservices';
+import { Test } from '@nestjs/testing';
+import amqp from 'amqplib';
+import { IdempotencyAdmin, Idempotent, IdempotencyModule, InMemoryStore } from '../../lib/index.js';
+import { spyOnLogger } from '../support/logger.js';
+import { RabbitMqServer, rabbitAvailable } from '../support/rabbitmq-server.js';
+import { until } from '../support/timing.js';
+
+const QUEUE = 'shop';
+const PARKED = 'shop.parked';
+
+/** Runs per handler and order id: what "ran once" is checked against. */
+@Injectable()
+class Runs {
+  readonly counts = new Map<string, number>();
+  add(what: string): void {
+    this.counts.set(what, (this.counts.get(what) ?? 0) + 1);
+  }
+  of(what: string): number {
+    return this.counts.get(what) ?? 0;
+  }
+}
+
+type Order = { orderId: string; tenant?: string; bad?: boolean };
+
+const orderId = (data: Order) => data.orderId;
+/** The tenant a header names: the scope of a multi-tenant consumer. */
+const tenant = (_data: Order, ctx: { switchToRpc(): { getContext(): RmqContext } }) =>
+  ctx.switchToRpc().getContext().getMessage().properties.headers?.['x-tenant'] as string;
+
+@Controller()
+class Billing {
+  constructor(private readonly runs: Runs) {}
+
+  // The README's shape: the order id is the key of every handler of the order's events.
+  @EventPattern('order.created')
+  @Idempotent({ ack: true, keyFrom: orderId })
+  created(@Payload() data: Order) {
+    this.runs.add(`billing.created:${data.orderId}`);
+  }
+
+  @EventPattern('order.shipped')
+  @Idempotent({ ack: true, keyFrom: orderId })
+  shipped(@Payload() data: Order) {
+    this.runs.add(`billing.shipped:${data.orderId}`);
+  }
+
+  @EventPattern('order.checked')
+  @Idempotent({
+    ack: true,
+    keyFrom: (data: Order) => {
+      if (data.bad) throw new TypeError('no order id in this message');
+      return data.orderId;
+    },
+  })
+  checked(@Payload() data: Order) {
+    this.runs.add(`billing.checked:${data.orderId}`);
+  }
+
+  @EventPattern('order.tenanted')
+  @Idempotent({ ack: true, keyFrom: orderId, scope: tenant })
+  tenanted(@Payload() data: Order, @Ctx() ctx: unknown) {
+    const { headers } = (ctx as RmqContext).getMessage().properties as { headers?: Record<string, unknown> };
+    this.runs.add(`billing.tenanted:${String(headers?.['x-tenant'])}:${data.orderId}`);
+  }
+
+  /** A value JSON cannot hold, returned after the work ran: a BigInt. */
+  @MessagePattern('order.total')
+  @Idempotent({ ack: true })
+  total(@Payload() data: Order) {
+    this.runs.add(`billing.total:${data.orderId}`);
+    return { cents: 10n };
+  }
+}
+
+/** A second handler Nest chains on the same event. */
+@Controller()
+class Mailer {
+  constructor(private readonly runs: Runs) {}
+
+  @EventPattern('order.created')
+  @Idempotent({ ack: true, keyFrom: orderId })
+  created(@Payload() data: Order) {
+    this.runs.add(`mailer.created:${data.orderId}`);
+  }
+}
+
+describe.each(rabbitAvailable('message handlers on RabbitMQ') ? [['RabbitMQ']] : [])(
+  'message handlers on %s: own records per handler, one settle per delivery, nothing left unacknowledged',
+  () => {
+    let broker: RabbitMqServer;
+    let connection: amqp.ChannelModel;
+    let channel: amqp.Channel;
+    let service: INestMicroservice;
+    const runs = new Runs();
+    const logs = spyOnLogger();
+    const errored = (): string[] => logs.errors.mock.calls.map((args: unknown[]) => String(args[0]));
+
+    beforeAll(async () => {
+      broker = await RabbitMqServer.start();
+      connection = await amqp.connect(broker.url);
+      channel = await connection.createChannel();
+      await channel.assertQueue(PARKED, { durable: false });
+      const moduleRef = await Test.createTestingModule({
+        imports: [IdempotencyModule.forRoot({ store: new InMemoryStore() })],
+        controllers: [Billing, Mailer],
+        providers: [{ provide: Runs, useValue: runs }],
+      }).compile();
+      const options: RmqOptions = {
+        transport: Transport.RMQ,
+        options: {
+          urls: [broker.url],
+          queue: QUEUE,
+          noAck: false,
+          // A small window: a delivery left unsettled blocks the messages behind it.
+          prefetchCount: 3,
+          queueOptions: { durable: false, deadLetterExchange: '', deadLetterRoutingKey: PARKED },
+        },
+      };
+      service = moduleRef.createNestMicroservice({ ...options, logger: false });
+      await service.listen();
+    }, 90_000);
+    afterAll(async () => {
+      await service?.close();
+      await connection?.close().catch(() => undefined);
+      await broker?.stop();
+    });
+
+    const publish = (pattern: string, data: Order, options: amqp.Options.Publish = {}) =>
+      channel.sendToQueue(QUEUE, Buffer.from(JSON.stringify({ pattern, data })), options);
+    const drained = () =>
+      until(async () => (await broker.queue(QUEUE)).ready + (await broker.queue(QUEUE)).unacked === 0, 20_000);
+    const parked = async (): Promise<string[]> => {
+      const ids: string[] = [];
+      for (let m = await channel.get(PARKED, { noAck: true }); m; m = await channel.get(PARKED, { noAck: true })) {
+        ids.push(JSON.parse(m.content.toString()).data.orderId as string);
+      }
+      return ids;
+    };
+
+    it('one order id on two events, and two handlers of one event: each handler runs once, every delivery is acked once', async () => {
+      publish('order.created', { orderId: 'o-1' });
+      publish('order.shipped', { orderId: 'o-1' });
+      // Both handlers of order.created ran; the channel survived (a second ack of one delivery closes it).
+      await until(() => runs.of('billing.created:o-1') === 1 && runs.of('mailer.created:o-1') === 1, 20_000);
+      await until(() => runs.of('billing.shipped:o-1') === 1, 20_000);
+      // A redelivery of each is skipped by both handlers and acked; the next message still runs.
+      publish('order.created', { orderId: 'o-1' });
+      publish('order.created', { orderId: 'o-2' });
+      await until(() => runs.of('billing.created:o-2') === 1 && runs.of('mailer.created:o-2') === 1, 20_000);
+      await drained();
+      expect([runs.of('billing.created:o-1'), runs.of('mailer.created:o-1'), runs.of('billing.shipped:o-1')]).toEqual([1, 1, 1]);
+      expect(await parked()).toEqual([]);
+    });
+
+    it('a keyFrom that throws rejects its delivery with an error log: a full prefetch window of them does not stall the consumer', async () => {
+      for (let i = 0; i < 6; i++) publish('order.checked', { orderId: `bad-${i}`, bad: true });
+      publish('order.checked', { orderId: 'good' });
+      await until(() => runs.of('billing.checked:good') === 1, 20_000);
+      await drained();
+      let ids: string[] = [];
+      await until(async () => (ids = [...ids, ...(await parked())]).length === 6, 20_000);
+      expect(ids.sort()).toEqual(['bad-0', 'bad-1', 'bad-2', 'bad-3', 'bad-4', 'bad-5']);
+      expect(errored().filter((line) => line.includes('no order id in this message'))).toHaveLength(6);
+    });
+
+    it('a scope per tenant: one message id on two tenants runs once for each; a redelivery is skipped for its own tenant', async () => {
+      const headers = (t: string) => ({ headers: { 'x-tenant': t } });
+      publish('order.tenanted', { orderId: 'o-7' }, headers('acme'));
+      publish('order.tenanted', { orderId: 'o-7' }, headers('globex'));
+      await until(() => runs.of('billing.tenanted:acme:o-7') === 1 && runs.of('billing.tenanted:globex:o-7') === 1, 20_000);
+      publish('order.tenanted', { orderId: 'o-7' }, headers('acme'));
+      await drained();
+      expect(runs.of('billing.tenanted:acme:o-7')).toBe(1);
+      // No tenant header: no scope can be read, so nothing runs and the message is parked.
+      publish('order.tenanted', { orderId: 'o-8' });
+      let ids: string[] = [];
+      await until(async () => (ids = [...ids, ...(await parked())]).length === 1, 20_000);
+      expect(ids).toEqual(['o-8']);
+      expect(runs.of('billing.tenanted:undefined:o-8')).toBe(0);
+      // An operator finds each tenant's record under its scope and the handler.
+      const admin = service.get(IdempotencyAdmin);
+      const target = { messageHandler: 'Billing.tenanted', scope: 'acme' };
+      expect(await admin.inspect('o-7', target)).toMatchObject({ state: 'completed' });
+      expect(await admin.inspect('o-7')).toBeUndefined();
+    });
+
+    it('a value JSON cannot hold settles the key: the work never runs again, a redelivery is parked with an error naming the type', async () => {
+      publish('order.total', { orderId: 'o-9' }, { messageId: 'total-9' });
+      await until(() => runs.of('billing.total:o-9') === 1, 20_000);
+      await drained();
+      publish('order.total', { orderId: 'o-9' }, { messageId: 'total-9' });
+      let ids: string[] = [];
+      await until(async () => (ids = [...ids, ...(await parked())]).length === 1, 20_000);
+      expect(runs.of('billing.total:o-9')).toBe(1);
+      expect(errored()).toContainEqual(expect.stringContaining('Billing.total: its result (Object) cannot be stored as JSON'));
+      expect(errored()).toContainEqual(
+        expect.stringContaining('message "total-9" was rejected without requeue (result-unstorable)'),
+      );
+    });
+  },
+);
