@@ -72,7 +72,9 @@ export class DuplicateWaiters implements BeforeApplicationShutdown {
    * Runs `look` (a claim of `storeKey`), unless a look at that key is under way in this process: then
    * its outcome is shared, so that a thousand waiters woken together cost one round trip, not a
    * thousand. A claim that look won belongs to its waiter alone: the others get `undefined` (the key is
-   * in flight again, theirs to wait for), as they do when it failed.
+   * in flight again, theirs to wait for), as they do when it failed. A settle of the key ends the
+   * sharing of the look under way: that look may have been decided before the settle (a store that
+   * decides at once and answers a turn later), and a waiter the settle woke must see what came after.
    */
   async look(storeKey: string, look: () => Promise<ClaimOutcome>): Promise<ClaimOutcome | undefined> {
     const pending = this.looks.get(storeKey);
@@ -85,7 +87,7 @@ export class DuplicateWaiters implements BeforeApplicationShutdown {
     try {
       return await mine;
     } finally {
-      this.looks.delete(storeKey);
+      if (this.looks.get(storeKey) === mine) this.looks.delete(storeKey);
     }
   }
 
@@ -109,6 +111,7 @@ export class DuplicateWaiters implements BeforeApplicationShutdown {
   }
 
   private readonly wake = (storeKey: string): void => {
+    this.looks.delete(storeKey);
     const waiters = this.waiting.get(storeKey);
     if (waiters) for (const waiter of waiters) waiter.notify();
   };

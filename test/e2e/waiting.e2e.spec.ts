@@ -3,7 +3,7 @@ import { InMemoryStore } from '../../lib/index.js';
 import { ADAPTERS } from '../support/app.js';
 import { openStore, storeNames } from '../support/stores.js';
 import { until } from '../support/timing.js';
-import { post, startWaitPod, type WaitPod, waitingScenarios, waitKey } from '../support/waiting.js';
+import { BRIEF_WAIT_MS, post, startWaitPod, type WaitPod, waitingScenarios, waitKey } from '../support/waiting.js';
 
 // inFlight: 'wait' in one process, on every store: the duplicate is woken by the settle itself.
 const MATRIX = ADAPTERS.flatMap((adapter) => storeNames('waiting e2e on PostgreSQL').map((store) => [adapter, store] as const));
@@ -19,6 +19,28 @@ describe.each(MATRIX)("inFlight: 'wait' on %s with the %s store", (adapter, stor
 });
 
 describe.each(ADAPTERS)("inFlight: 'wait' bounds on %s", (adapter) => {
+  it('bursts of 10 duplicates of a 30 ms handler on InMemoryStore: no duplicate waits its waitMs (a lost wake-up)', async () => {
+    const pod = await startWaitPod(adapter, new InMemoryStore());
+    try {
+      const slowest: number[] = [];
+      // 100 keys, 10 at a time, each sent 10 times at once.
+      for (let round = 0; round < 10; round++) {
+        const keys = Array.from({ length: 10 }, () => waitKey());
+        const sent = Date.now();
+        const answers = await Promise.all(
+          keys.flatMap((key) => Array.from({ length: 10 }, () => post(pod.base, '/wait/brief', key))),
+        );
+        expect(answers.map((a) => a.status)).toEqual(answers.map(() => 201));
+        slowest.push(Math.max(...answers.map((a) => a.at - sent)));
+      }
+      expect(pod.runs.of('brief')).toBe(100);
+      // Each answer came before its wait could have run out: every duplicate was woken by the settle.
+      expect(slowest.filter((ms) => ms >= BRIEF_WAIT_MS)).toEqual([]);
+    } finally {
+      await pod.app.close();
+    }
+  }, 120_000);
+
   it('maxWaiters duplicates wait; one more gets 409 at once; the waiting ones get the replay', async () => {
     const pod = await startWaitPod(adapter, new InMemoryStore(), { maxWaiters: 2 });
     try {

@@ -17,6 +17,9 @@ export const LONG_WAIT_MS = 60_000;
 /** A woken duplicate answers within this after the first did: a bound, far under {@link LONG_WAIT_MS}. */
 const WOKEN_WITHIN_MS = 10_000;
 
+/** The wait of `/wait/brief`'s duplicates: far over its 30 ms handler, so reaching it means a lost wake-up. */
+export const BRIEF_WAIT_MS = 8_000;
+
 /** Keys whose first run failed already: shared by every application of the process (pods on one store). */
 const failedOnce = new Set<string>();
 
@@ -45,6 +48,15 @@ export class WaitController {
   async short() {
     const run = this.runs.hit('short');
     await this.gate.pass();
+    return { run };
+  }
+
+  /** A short handler whose duplicates may wait long: one that waits its whole wait was never woken. */
+  @Post('brief')
+  @Idempotent({ inFlight: 'wait', waitMs: BRIEF_WAIT_MS })
+  async brief() {
+    const run = this.runs.hit('brief');
+    await new Promise((resolve) => setTimeout(resolve, 30));
     return { run };
   }
 

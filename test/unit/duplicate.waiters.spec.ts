@@ -122,6 +122,23 @@ describe('DuplicateWaiters', () => {
     expect(looks).toBe(3);
   });
 
+  it('a waiter woken by a settle never shares a look begun before it (decided in flight before the settle)', async () => {
+    const hub = waiters();
+    let stale!: (outcome: ClaimOutcome) => void;
+    const before = hub.look('k', () => new Promise<ClaimOutcome>((resolve) => (stale = resolve)));
+    hub.settled('k');
+    const record = { state: 'completed', record: sampleRecord('fp') } as const;
+    const after = hub.look('k', async () => record);
+    // The earlier look ends after the later one began: it must not end the later one's sharing either.
+    stale({ state: 'in-flight', fingerprint: 'fp' });
+    expect(await before).toEqual({ state: 'in-flight', fingerprint: 'fp' });
+    let third!: (outcome: ClaimOutcome) => void;
+    const shared = hub.look('k', () => new Promise<ClaimOutcome>((resolve) => (third = resolve)));
+    const sharer = hub.look('k', async () => ({ state: 'claimed' }));
+    third(record);
+    expect([await after, await shared, await sharer]).toEqual([record, record, record]);
+  });
+
   it('is not closing until the application shuts down; with nobody waiting, the shutdown goes on at once', async () => {
     const hub = waiters();
     expect(hub.closing).toBe(false);
