@@ -37,10 +37,18 @@ export class ResponseSealer {
     return { fingerprint, response: SEALED_PLACEHOLDER, sealed };
   }
 
-  /** The response a record holds; throws {@link UnsealableRecord} for a sealed one it cannot open. */
+  /**
+   * The response a record holds; throws {@link UnsealableRecord} for a sealed one it cannot open, and,
+   * with `encryption`, for one not sealed (past `acceptUnsealedUntil`): a plaintext record swapped in
+   * would otherwise be replayed with whatever headers and body its writer chose.
+   */
   response(storeKey: string, record: IdempotencyRecord): StoredResponse {
     const { sealed } = record;
-    if (!sealed) return record.response;
+    if (!sealed) {
+      const { encryption } = this.options;
+      if (encryption && Date.now() >= encryption.acceptUnsealedUntil) throw new UnsealableRecord(FAILURES.notSealed);
+      return record.response;
+    }
     const nl = sealed.indexOf(NL);
     const id = sealed.toString('latin1', 0, Math.max(nl, 0)).slice(0, 64);
     const key = this.options.encryption?.keys.get(id);

@@ -11,10 +11,19 @@ export interface IdempotencyEncryption {
   keys: Readonly<Record<string, Buffer | Uint8Array>>;
   /** The id of the key new records are sealed with. */
   current: string;
+  /**
+   * Until when (a `Date` or epoch ms) a record that is not sealed is still replayed: the records
+   * written before encryption was turned on. Set it to the deploy that turns encryption on plus
+   * `ttlMs`; after it, or without it, an unsealed record is unreadable (503, never replayed, never
+   * run again), since only someone who writes to the store can have put it there.
+   */
+  acceptUnsealedUntil?: Date | number;
 }
 
 /** The `encryption` option as validated: private copies of the keys. */
 export interface ResolvedEncryption {
   readonly keys: ReadonlyMap<string, Buffer>;
   readonly current: string;
+  /** Epoch ms; `0` when unsealed records are never read. */
+  readonly acceptUnsealedUntil: number;
 }

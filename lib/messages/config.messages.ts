@@ -25,6 +25,8 @@ export const CONFIG_ERRORS = {
   encryption: 'encryption must be { keys: { <id>: <32-byte Buffer> }, current: <id> }',
   encryptionKeyId: (id: string) => `encryption key id ${JSON.stringify(id.slice(0, 70))} must be 1 to 64 of A-Z a-z 0-9 . _ -`,
   encryptionKey: (id: string) => `encryption key ${id} must be 32 bytes (a Buffer or Uint8Array) for AES-256-GCM`,
+  acceptUnsealedUntil:
+    'encryption.acceptUnsealedUntil must be a Date or epoch milliseconds: until when records written before encryption was on are replayed',
   encryptionCurrent: 'encryption.current must be the id of one of encryption.keys',
   events: 'events must be a function (event) => void or an injectable class with onIdempotencyEvent(event)',
   boolean: (name: string, got: unknown) => `${name} must be true or false, got ${shown(got)}`,

@@ -96,6 +96,8 @@ export const FAILURES = {
   notAuthentic: (id: string) =>
     `the key's record, sealed with encryption key ${id}, failed authentication (altered, or moved from another key): forget the record`,
   notEncrypted: "the key's record is sealed, but this application has no encryption option: configure its keys, or forget it",
+  notSealed:
+    "the key's record is not sealed although encryption is on (written before encryption, or by someone who can write to the store): forget it, or set encryption.acceptUnsealedUntil while records from before encryption remain",
   damagedRecord:
     "the key's record is damaged (its format tag or head cannot be read); it is neither replayed nor run again: forget the record",
   recordMoving: 'the large record of the key changed each time it was read; try again',

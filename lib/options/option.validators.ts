@@ -138,7 +138,7 @@ const AES_256_KEY_BYTES = 32;
 
 export function encryptionOption(where: string, value: unknown): ResolvedEncryption | undefined {
   if (value === undefined) return undefined;
-  const { keys, current } = (value ?? {}) as Partial<IdempotencyEncryption>;
+  const { keys, current, acceptUnsealedUntil } = (value ?? {}) as Partial<IdempotencyEncryption>;
   if (typeof value !== 'object' || value === null || typeof keys !== 'object' || keys === null) {
     fail(where, CONFIG_ERRORS.encryption);
   }
@@ -150,7 +150,9 @@ export function encryptionOption(where: string, value: unknown): ResolvedEncrypt
     copies.set(id, Buffer.from(key));
   }
   if (typeof current !== 'string' || !copies.has(current)) fail(where, CONFIG_ERRORS.encryptionCurrent);
-  return { keys: copies, current };
+  const until = acceptUnsealedUntil instanceof Date ? acceptUnsealedUntil.getTime() : (acceptUnsealedUntil ?? 0);
+  if (!Number.isSafeInteger(until) || until < 0) fail(where, CONFIG_ERRORS.acceptUnsealedUntil);
+  return { keys: copies, current, acceptUnsealedUntil: until };
 }
 
 export function booleanOption(where: string, name: string, value: unknown, fallback: boolean): boolean {

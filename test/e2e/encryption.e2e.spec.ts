@@ -143,6 +143,38 @@ describe.each(cases)('encryption at rest on %s, %s', (storeName, adapter) => {
     expect(next.runs.of('payments')).toBe(1);
   });
 
+  // Issue 49 item 3: an unsealed record was replayed as it was, headers and body its writer's.
+  it('an unsealed record is unreadable once encryption is on: 503, never replayed nor run; acceptUnsealedUntil reads the old ones', async () => {
+    const cache = await freshStore();
+    const before = await start(adapter, {
+      imports: [IdempotencyModule.forRoot({ store: cache })],
+      controllers: [TestController],
+      providers: [Runs, Gate],
+    });
+    const key = newKey();
+    const first = await request(before.getHttpServer()).post('/payments').set('Idempotency-Key', key).send({ card: CARD });
+    expect(first.status).toBe(201);
+    const sealedOnly = await pod(cache, { keys: { k1: K1 }, current: 'k1' });
+    const refused = await sealedOnly.post(key);
+    expect(refused.status).toBe(503);
+    expect(refused.text).not.toContain(CARD);
+    expect(sealedOnly.runs.of('payments')).toBe(0);
+    expect(logs.errors).toHaveBeenCalledWith(expect.stringContaining("the key's record is not sealed although encryption is on"));
+    expect(await sealedOnly.admin.inspect(key)).toMatchObject({ state: 'unreadable' });
+    // The migration window: records from before encryption are replayed until the cut-off, and not after it.
+    const migrating = await pod(cache, {
+      keys: { k1: K1 },
+      current: 'k1',
+      acceptUnsealedUntil: new Date(Date.now() + 3_600_000),
+    });
+    const replayed = await migrating.post(key);
+    expect(replayed.headers['idempotent-replayed']).toBe('true');
+    expect(replayed.text).toBe(first.text);
+    const past = await pod(cache, { keys: { k1: K1 }, current: 'k1', acceptUnsealedUntil: Date.now() - 1 });
+    expect((await past.post(key)).status).toBe(503);
+    expect(migrating.runs.of('payments') + past.runs.of('payments')).toBe(0);
+  });
+
   it('a record altered in the store fails authentication: 503 naming the key id, the handler does not run', async () => {
     const cache = await freshStore();
     const raw = rawOf(cache, redis);

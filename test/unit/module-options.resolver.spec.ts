@@ -106,7 +106,7 @@ describe('resolveModuleOptions', () => {
       openApi: false,
       events: onEvent,
       openTelemetry: false,
-      encryption: { keys: new Map([['k-1', Buffer.alloc(32, 1)]]), current: 'k-1' },
+      encryption: { keys: new Map([['k-1', Buffer.alloc(32, 1)]]), current: 'k-1', acceptUnsealedUntil: 0 },
       replayFlag: 'header-and-body',
       replayedHeader: 'x-replayed',
       identity,
@@ -389,6 +389,9 @@ describe('resolveModuleOptions', () => {
       [{ keys: { a: 'x'.repeat(32) }, current: 'a' }, 'encryption key a must be 32 bytes'],
       [{ keys: { a: key }, current: 'b' }, 'encryption.current must be the id of one of encryption.keys'],
       [{ keys: {}, current: 'a' }, 'encryption.current must be the id of one of encryption.keys'],
+      [{ keys: { a: key }, current: 'a', acceptUnsealedUntil: 'soon' }, 'encryption.acceptUnsealedUntil must be a Date or epoch'],
+      [{ keys: { a: key }, current: 'a', acceptUnsealedUntil: -1 }, 'encryption.acceptUnsealedUntil must be a Date or epoch'],
+      [{ keys: { a: key }, current: 'a', acceptUnsealedUntil: new Date(NaN) }, 'encryption.acceptUnsealedUntil must be a Date'],
     ] as const) {
       expect(() => resolveModuleOptions({ encryption: encryption as never })).toThrow(message);
     }
