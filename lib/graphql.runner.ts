@@ -33,6 +33,9 @@ interface GraphqlRequestContext {
  */
 @Injectable()
 export class GraphqlRunner {
+  /** Keyed mutations so far per HTTP request: dropped with the request. */
+  private readonly claims = new WeakMap<object, number>();
+
   constructor(
     private readonly inbox: InboxRunner,
     private readonly identities: IdentityResolverLoader,
@@ -50,6 +53,7 @@ export class GraphqlRunner {
         if (route.missingHeader === 'pass-through') return next.handle();
         throw IdempotencyException.of('key-missing', keyFrom ? MESSAGES.argumentKey : MESSAGES.missing(this.options.headerName));
       }
+      this.count(request ?? gql);
       // Without a request (a context of the application's own) an identity resolver gets undefined.
       const scoped = (r: ResolvedRouteOptions) => this.identities.scopeOf(request as HttpRequestLike, context, r);
       const call = new GraphqlContext(key, info.fieldName, args, scoped);
@@ -60,6 +64,18 @@ export class GraphqlRunner {
     } catch (err) {
       throw err instanceof IdempotencyException && err.code ? new GraphqlRefusal(err) : err;
     }
+  }
+
+  /**
+   * Counts a keyed mutation against its HTTP request (a batch's operations share it): aliases fit
+   * thousands into one document, each a claim and a record kept for the ttl, which on InMemoryStore
+   * could evict another client's record. Past `maxMutationsPerRequest` a mutation is refused unrun.
+   */
+  private count(request: object): void {
+    const made = (this.claims.get(request) ?? 0) + 1;
+    this.claims.set(request, made);
+    const max = this.options.maxMutationsPerRequest;
+    if (made > max) throw IdempotencyException.of('too-many-mutations', MESSAGES.tooManyMutations(max));
   }
 
   private replayed(gql: GraphqlRequestContext, field: string): void {

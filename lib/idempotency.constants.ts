@@ -42,6 +42,8 @@ export const DEFAULT_TRANSACTION_TIMEOUT_MS = 30_000;
 export const DEFAULT_WAIT_MS = 5_000;
 /** Duplicates waiting at once per process with `inFlight: 'wait'`. */
 export const DEFAULT_MAX_WAITERS = 1_000;
+/** `maxMutationsPerRequest`: idempotent mutations one GraphQL request may claim keys for (aliases make thousands fit in 100 KB). */
+export const DEFAULT_MAX_MUTATIONS_PER_REQUEST = 10;
 /** How long a claim is renewed for a handler that has not finished (10 min, or `leaseMs` when longer). */
 export const DEFAULT_MAX_HOLD_MS = 600_000;
 /** The completer's defaults: a pass a minute, runs idle for a minute, ten runs a pass. */

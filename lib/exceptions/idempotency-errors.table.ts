@@ -28,4 +28,6 @@ export const IDEMPOTENCY_ERRORS: Readonly<Record<IdempotencyErrorCode, Idempoten
   'response-too-large': { status: undefined, retryAfter: false },
   // Recorded for a handler's value that JSON cannot hold (a BigInt, a cycle): it ran, and does not run again.
   'result-unstorable': { status: 500, retryAfter: false },
+  // One GraphQL request past maxMutationsPerRequest: the client splits it; the ones before it ran.
+  'too-many-mutations': { status: 400, retryAfter: false },
 };

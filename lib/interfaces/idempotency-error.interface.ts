@@ -17,6 +17,7 @@ export type IdempotencyErrorCode =
   | 'record-unreadable'
   | 'response-too-large'
   | 'result-unstorable'
+  | 'too-many-mutations'
   | 'shutting-down'
   | 'transaction-aborted';
 

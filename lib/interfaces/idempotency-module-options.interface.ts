@@ -140,6 +140,12 @@ export interface IdempotencyModuleOptions {
   /** With `inFlight: 'wait'`: duplicates waiting at once in this process; one more gets 409 at once. Default 1 000. */
   maxWaiters?: number;
   /**
+   * GraphQL: the most idempotent mutations one HTTP request (a document, or a batch of them) may run
+   * with a key; each is a claim and a record kept for `ttlMs`. The ones past it get a GraphQL error
+   * with code `too-many-mutations` and are not run. Default 10; from 1 to 1 000.
+   */
+  maxMutationsPerRequest?: number;
+  /**
    * Runs `IdempotencyCompleter` in this process: it finds `@PhasedWorkflow()` runs of `atomicPhases`
    * routes that nobody finished (the process died, the client gave up) and drives them through their
    * last phase. Off by default; `{}` takes the defaults. See the README, "Recovery points".

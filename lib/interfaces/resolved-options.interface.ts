@@ -50,6 +50,7 @@ export interface ResolvedIdempotencyOptions {
   readonly inFlight: InFlightPolicy;
   readonly waitMs: number;
   readonly maxWaiters: number;
+  readonly maxMutationsPerRequest: number;
   /** `IdempotencyCompleter`'s: `intervalMs` is `0` unless the `completer` option is given. */
   readonly completer: Readonly<Required<CompleterOptions>>;
 }

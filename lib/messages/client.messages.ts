@@ -15,6 +15,8 @@ export const MESSAGES = {
   messageInFlight: 'a message with this key is being processed; send it again shortly',
   messageReused: 'this key was already used for a message with other data',
   argumentKey: 'the mutation has no idempotency key in the argument its keyFrom reads',
+  tooManyMutations: (max: number) =>
+    `this request has more than ${max} idempotent mutations with a key; this one was not run: send the rest in another request`,
   reused: (header: string) => `${header} was already used for a different request`,
   tooDeep: 'request body is nested too deeply',
   unreadBody:
@@ -50,6 +52,7 @@ export const PROBLEM_TITLES: Readonly<Record<IdempotencyErrorCode, string>> = {
   'record-unreadable': 'Stored response cannot be read',
   'response-too-large': 'Response was too large to keep',
   'result-unstorable': 'Result could not be stored',
+  'too-many-mutations': 'Too many idempotent mutations in one request',
   'shutting-down': 'Server is shutting down',
   'transaction-aborted': 'Transaction was aborted',
 };

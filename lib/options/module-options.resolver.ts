@@ -3,6 +3,7 @@ import {
   DEFAULT_HEADER_NAME,
   DEFAULT_KEY_PREFIX,
   DEFAULT_LEASE_MS,
+  DEFAULT_MAX_MUTATIONS_PER_REQUEST,
   DEFAULT_MAX_WAITERS,
   DEFAULT_MAX_HOLD_MS,
   DEFAULT_MAX_KEY_LENGTH,
@@ -73,6 +74,7 @@ const MODULE_KEYS = [
   'inFlight',
   'waitMs',
   'maxWaiters',
+  'maxMutationsPerRequest',
   'completer',
 ] as const;
 
@@ -163,6 +165,14 @@ export function resolveModuleOptions(
     inFlight: inFlightPolicy(where, options.inFlight, 'conflict'),
     waitMs: integerIn(where, 'waitMs', options.waitMs, DEFAULT_WAIT_MS, 1, MAX_TIMER_MS),
     maxWaiters: integerIn(where, 'maxWaiters', options.maxWaiters, DEFAULT_MAX_WAITERS, 1, 1_000_000),
+    maxMutationsPerRequest: integerIn(
+      where,
+      'maxMutationsPerRequest',
+      options.maxMutationsPerRequest,
+      DEFAULT_MAX_MUTATIONS_PER_REQUEST,
+      1,
+      1_000,
+    ),
     completer: completerOption(where, options.completer),
   };
 }

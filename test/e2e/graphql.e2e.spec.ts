@@ -275,6 +275,23 @@ describe.each(DRIVERS.map((d) => [d.name, d] as const))('@Idempotent() on GraphQ
     });
   });
 
+  // Issue 49 item 2: ~1,800 aliased mutations in one 100 KB request, each a claim and a record.
+  it('one request runs at most maxMutationsPerRequest (10) keyed mutations; the rest are refused unrun with their own code', async () => {
+    const fields = Array.from(
+      { length: 12 },
+      (_, i) => `m${i}: refundWithKey(idempotencyKey: "flood-${i}", orderId: "flood-${i}", amount: 1) { run }`,
+    );
+    const answer = await gql(`mutation Flood { ${fields.join(' ')} }`);
+    const codes = (answer.body.errors ?? []).map((e) => [e.path?.[0], e.extensions.code]);
+    // The field is non-null: its error nulls the data, and execution ends there.
+    expect(codes).toEqual([['m10', 'IDEMPOTENCY_TOO_MANY_MUTATIONS']]);
+    expect(Array.from({ length: 12 }, (_, i) => refunds.runs.get(`refundWithKey:flood-${i}`) ?? 0)).toEqual([
+      1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0,
+    ]);
+    // The count is per request: the next request runs its own ten.
+    expect((await gql(`mutation One { ${fields[11]} }`)).body).toEqual({ data: { m11: { run: 1 } } });
+  });
+
   it('keyFrom reads the key from an argument (Shopify style); without it the mutation is refused', async () => {
     const withKey = (key: string) =>
       gql(`mutation { refundWithKey(idempotencyKey: "${key}", orderId: "o-8", amount: 2) { run } }`);

@@ -45,6 +45,7 @@ describe('resolveModuleOptions', () => {
       inFlight: 'conflict',
       waitMs: 5_000,
       maxWaiters: 1_000,
+      maxMutationsPerRequest: 10,
       completer: { intervalMs: 0, idleMs: 60_000, batch: 10 },
     });
     expect(resolveModuleOptions({}).store).not.toBe(resolved.store);
@@ -85,6 +86,7 @@ describe('resolveModuleOptions', () => {
         inFlight: 'wait',
         waitMs: 250,
         maxWaiters: 7,
+        maxMutationsPerRequest: 3,
         completer: { intervalMs: 5, idleMs: 0, batch: 1 },
       }),
     ).toEqual({
@@ -115,6 +117,7 @@ describe('resolveModuleOptions', () => {
       inFlight: 'wait',
       waitMs: 250,
       maxWaiters: 7,
+      maxMutationsPerRequest: 3,
       completer: { intervalMs: 5, idleMs: 0, batch: 1 },
     });
   });
@@ -300,6 +303,9 @@ describe('resolveModuleOptions', () => {
     }
     for (const bad of [0, 1_000_001, 2.5]) {
       expect(() => resolveModuleOptions({ maxWaiters: bad })).toThrow(err('maxWaiters must be an integer from 1 to 1000000'));
+      expect(() => resolveModuleOptions({ maxMutationsPerRequest: bad })).toThrow(
+        err('maxMutationsPerRequest must be an integer from 1 to 1000'),
+      );
     }
   });
 
