@@ -18,6 +18,13 @@ export interface Seen {
   storeMs: number;
 }
 
+/**
+ * When a waiting duplicate looks at the key again although nothing woke it: after a lease, when an
+ * owner that died (and so never settles) has let its claim lapse, plus up to a quarter of a lease of
+ * jitter, so the waiters of many processes do not all ask at once.
+ */
+const leaseLook = (leaseMs: number): number => Date.now() + leaseMs * (1 + Math.random() / 4);
+
 /** First pause before a claim that failed is released again; it doubles after each failure. */
 const ABANDON_RETRY_MS = 100;
 
@@ -95,8 +102,10 @@ export class KeyClaimer {
 
   /**
    * `inFlight: 'wait'`: looks at the key again once registered as its waiter (a settle in between is
-   * not missed), then each time it settles anywhere, and once more when the wait runs out (an
-   * announcement may have been lost); decided as usual then, a key still in flight answering 409.
+   * not missed), then each time it settles anywhere, about once a lease (an owner that died never
+   * settles: its lease lapses, and one look claims the key and runs the handler while the others wait
+   * for it), and once more when the wait runs out (an announcement may have been lost); decided as
+   * usual then, a key still in flight answering 409.
    */
   private async waitFor(
     call: IdempotencyContext,
@@ -107,7 +116,7 @@ export class KeyClaimer {
     const waiter = await this.waiters.enter(claim.storeKey, route.waitMs);
     if (!waiter) throw IdempotencyException.of('key-in-flight', MESSAGES.inFlight(this.options.headerName));
     try {
-      for (let woken = true; ; woken = await waiter.next()) {
+      for (let woken = true; ; woken = await waiter.next(leaseLook(route.leaseMs))) {
         const again = { ...claim, claimedAt: Date.now() };
         // Another waiter of this process won the key with its look: this one waits for its settle.
         const outcome = (await this.waiters.look(claim.storeKey, () => this.claimKey(again, route, seen))) ?? {

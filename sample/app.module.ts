@@ -15,6 +15,8 @@ export interface SampleOptions {
   leaseMs?: number;
   /** What a duplicate of a payment still running gets: 409 (default) or, with `'wait'`, the replay. */
   inFlight?: 'conflict' | 'wait';
+  /** With `inFlight: 'wait'`: the longest a duplicate waits, in ms (module default 5 s). */
+  waitMs?: number;
   /** Simulated latency of the payment provider, in ms (default 0). */
   providerLatencyMs?: number;
 }
@@ -36,6 +38,7 @@ export class AppModule {
             identity: AccountIdentityResolver,
             leaseMs: options.leaseMs,
             inFlight: options.inFlight,
+            waitMs: options.waitMs,
           }),
         }),
       ],

@@ -85,7 +85,7 @@ async function serveOpenApi(app: INestApplication): Promise<void> {
  * The sample payments API. Environment: PORT (3000), HOST (127.0.0.1), ADAPTER ('express' or 'fastify'),
  * DATABASE (SQLite file, default 'payments.db'), STORE ('sqlite' (default: records beside the payments),
  * 'memory', 'redis' with REDIS_URL, 'postgres' with DATABASE_URL), IDEMPOTENCY_LEASE_MS,
- * IDEMPOTENCY_IN_FLIGHT=wait (a duplicate waits for the first instead of a 409), PAYMENT_PROVIDER_LATENCY_MS (simulated provider call), FORCE_CLOSE_CONNECTIONS=1 (Nest's
+ * IDEMPOTENCY_IN_FLIGHT=wait (a duplicate waits for the first instead of a 409; IDEMPOTENCY_WAIT_MS how long), PAYMENT_PROVIDER_LATENCY_MS (simulated provider call), FORCE_CLOSE_CONNECTIONS=1 (Nest's
  * forceCloseConnections). Shutdown hooks are on: SIGTERM lets running handlers finish and commit.
  *
  * SAMPLE=ledger starts the second sample instead (sample/ledger/): charges in PostgreSQL at
@@ -107,6 +107,7 @@ async function bootstrap(): Promise<void> {
           cache: storeFromEnv(),
           leaseMs: numberFromEnv('IDEMPOTENCY_LEASE_MS'),
           inFlight: process.env.IDEMPOTENCY_IN_FLIGHT === 'wait' ? 'wait' : undefined,
+          waitMs: numberFromEnv('IDEMPOTENCY_WAIT_MS'),
           providerLatencyMs: numberFromEnv('PAYMENT_PROVIDER_LATENCY_MS'),
         });
   // FORCE_CLOSE_CONNECTIONS=1: on shutdown, open connections are ended at once instead of drained.

@@ -136,9 +136,11 @@ export interface IdempotencyStore {
    * Registers the one listener of this process for {@link announce}d keys, on one connection of its
    * own whatever the number of waiters; resolves once announcements are heard. Called once, when a
    * duplicate first waits. Without `listen` and `announce`, waiting duplicates are woken only by
-   * requests of their own process; others are found when their wait runs out (one last look).
+   * requests of their own process; others are found when they look again (about once a lease) or
+   * their wait runs out. `resumed` is called when a lost listening connection is back: what was
+   * announced meanwhile is unheard, so every waiter looks again.
    */
-  listen?(listener: (key: string) => void): Promise<void>;
+  listen?(listener: (key: string) => void, resumed?: () => void): Promise<void>;
   /**
    * Prepares what the store needs (a connection, its schema); called once when the module initialises.
    * A rejection fails the application's start. Without it, a store prepares itself on first use.

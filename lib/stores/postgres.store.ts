@@ -185,8 +185,8 @@ export class PostgresStore implements IdempotencyStore {
     await this.run(URGENT, `SELECT pg_notify('${SETTLED_CHANNEL}', $1)`, [key]);
   }
 
-  listen(listener: (key: string) => void): Promise<void> {
-    return this.wakeups.listen(listener);
+  listen(listener: (key: string) => void, resumed?: () => void): Promise<void> {
+    return this.wakeups.listen(listener, resumed);
   }
 
   private qualified(suffix?: string): string {

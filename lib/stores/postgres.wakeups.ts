@@ -22,8 +22,8 @@ interface ListenClient {
 /**
  * Wake-ups of waiting duplicates across processes on `LISTEN`/`NOTIFY`: one connection per store,
  * outside its pool (a waiter never holds a pool connection), opened when a duplicate first waits and
- * opened again when it is lost. What was notified while it was away is found by the waiters' last
- * look when their wait runs out.
+ * opened again when it is lost; then every waiter looks again, since what was notified while it was
+ * away was not heard.
  */
 export class PostgresWakeups {
   private client: ListenClient | undefined;
@@ -35,7 +35,7 @@ export class PostgresWakeups {
     private readonly logger: Logger,
   ) {}
 
-  async listen(listener: (key: string) => void): Promise<void> {
+  async listen(listener: (key: string) => void, resumed?: () => void): Promise<void> {
     const { Client } = await loadPg();
     // Connected as the store's own pool, or as the application's (node-postgres keeps its config).
     const { pool, connectionString } = this.options;
@@ -48,7 +48,7 @@ export class PostgresWakeups {
     client.on('end', () => {
       if (this.client !== client || this.closed) return;
       this.client = undefined;
-      this.reconnect(listener, RECONNECT_MS);
+      this.reconnect(listener, resumed, RECONNECT_MS);
     });
     try {
       await client.connect();
@@ -69,12 +69,17 @@ export class PostgresWakeups {
     await client?.end().catch(() => undefined);
   }
 
-  private reconnect(listener: (key: string) => void, pause: number): void {
+  private reconnect(listener: (key: string) => void, resumed: (() => void) | undefined, pause: number): void {
     this.retry = setTimeout(() => {
-      this.listen(listener).catch((err: Error) => {
-        this.logger.warn(LOGS.listenFailed(err.message));
-        if (!this.closed) this.reconnect(listener, Math.min(pause * 2, MAX_RECONNECT_MS));
-      });
+      this.listen(listener, resumed).then(
+        () => {
+          if (this.client) resumed?.();
+        },
+        (err: Error) => {
+          this.logger.warn(LOGS.listenFailed(err.message));
+          if (!this.closed) this.reconnect(listener, resumed, Math.min(pause * 2, MAX_RECONNECT_MS));
+        },
+      );
     }, pause);
     this.retry.unref();
   }

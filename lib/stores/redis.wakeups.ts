@@ -11,8 +11,8 @@ interface Subscriber extends RedisClientLike {
 /**
  * Wake-ups of waiting duplicates across processes on Redis pub/sub: one subscriber connection per
  * store (a duplicate of its client, so TLS, auth and Cluster nodes are the same), opened when a
- * duplicate first waits. ioredis subscribes again by itself after a reconnect; what was announced
- * meanwhile is found by the waiters' last look when their wait runs out.
+ * duplicate first waits. ioredis subscribes again by itself after a reconnect; then every waiter
+ * looks again, since what was announced meanwhile was not heard.
  */
 export class RedisWakeups {
   private subscriber: Subscriber | undefined;
@@ -24,13 +24,18 @@ export class RedisWakeups {
     await client.publish!(SETTLED_CHANNEL, key);
   }
 
-  async listen(listener: (key: string) => void): Promise<void> {
+  async listen(listener: (key: string) => void, resumed?: () => void): Promise<void> {
     const client = await this.client();
     const subscriber = (this.subscriber = client.duplicate!() as Subscriber);
     // Its outages are the store client's too, which logs them; unheard, ioredis would print each one.
     subscriber.on('error', () => undefined);
     // Subscribed to one channel only: every message is a settled key.
     subscriber.on('message', (_channel: string, key: string) => listener(key));
+    // ioredis subscribes again by itself after a reconnect; what was published meanwhile is lost.
+    let connections = 0;
+    subscriber.on('ready', () => {
+      if (++connections > 1) resumed?.();
+    });
     try {
       await subscriber.subscribe(SETTLED_CHANNEL);
     } catch (err) {

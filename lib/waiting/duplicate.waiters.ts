@@ -116,11 +116,16 @@ export class DuplicateWaiters implements BeforeApplicationShutdown {
     if (waiters) for (const waiter of waiters) waiter.notify();
   };
 
+  /** The store's listening connection is back: announcements made while it was away are lost. */
+  private readonly wakeAll = (): void => {
+    for (const storeKey of [...this.waiting.keys()]) this.wake(storeKey);
+  };
+
   /** Asks the store to listen, once per process; waits for it no longer than until `deadline`. */
   private async listen(deadline: number): Promise<void> {
     const { store } = this.options;
     if (!store.listen) return;
-    this.listening ??= store.listen(this.wake).then(
+    this.listening ??= store.listen(this.wake, this.wakeAll).then(
       // Listening now for good (the store keeps its connection): only a recovery is worth a line.
       () => {
         if (this.listenFailed) this.logger.log(LOGS.listening);

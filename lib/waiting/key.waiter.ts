@@ -19,8 +19,11 @@ export class KeyWaiter {
     else this.woken = true;
   }
 
-  /** Resolves `true` once notified (or notified since the last call), `false` at the deadline. */
-  next(): Promise<boolean> {
+  /**
+   * Resolves `true` once notified (or notified since the last call) or at `lookAgainAt` (the owner's
+   * lease may have lapsed: a dead owner announces nothing), `false` at the deadline.
+   */
+  next(lookAgainAt = Infinity): Promise<boolean> {
     if (this.woken) {
       this.woken = false;
       return Promise.resolve(true);
@@ -33,7 +36,8 @@ export class KeyWaiter {
       };
       // Past the deadline it fires at once. Not unref'd: a request that waits keeps its process, as
       // any request in flight does.
-      const timer = setTimeout(end, this.deadline - Date.now(), false);
+      const at = Math.min(this.deadline, lookAgainAt);
+      const timer = setTimeout(end, at - Date.now(), at < this.deadline);
       this.wake = end;
     });
   }

@@ -26,6 +26,8 @@ describe.each(STORES.filter(([, available]) => available).map(([name]) => name))
     let dir: string;
     let database: string;
     let pods: Pod[] = [];
+    let storeOptions: PodOptions;
+    const store = (): PodOptions => storeOptions;
     const rows = (key: string): number =>
       (
         new Database(database, { readonly: true })
@@ -36,15 +38,14 @@ describe.each(STORES.filter(([, available]) => available).map(([name]) => name))
     beforeAll(async () => {
       dir = mkdtempSync(join(tmpdir(), 'idem-wait-pods-'));
       database = join(dir, 'payments.db');
-      let store: PodOptions;
       if (storeName === 'Redis') {
         redis = await RedisServer.start();
-        store = { store: 'redis', redisUrl: redis.url };
+        storeOptions = { store: 'redis', redisUrl: redis.url };
       } else {
         postgres = await PostgresServer.start();
-        store = { store: 'postgres', postgresUrl: await postgres.createDatabase(`wait_pods_${process.pid}`) };
+        storeOptions = { store: 'postgres', postgresUrl: await postgres.createDatabase(`wait_pods_${process.pid}`) };
       }
-      const options = { ...store, database, providerLatencyMs: 2_000, env: { IDEMPOTENCY_IN_FLIGHT: 'wait' } };
+      const options = { ...storeOptions, database, providerLatencyMs: 2_000, env: { IDEMPOTENCY_IN_FLIGHT: 'wait' } };
       pods = [await Pod.start({ ...options, adapter: 'express' }), await Pod.start({ ...options, adapter: 'fastify' })];
     }, 90_000);
     afterAll(async () => {
@@ -70,5 +71,36 @@ describe.each(STORES.filter(([, available]) => available).map(([name]) => name))
       expect(answers.filter((a) => a !== ran[0])).toEqual([{ status: 201, text: ran[0].text, replayed: true }]);
       expect(rows(key)).toBe(1);
     }, 60_000);
+
+    // Issue 44 item 13: the owner SIGKILLed 0.7 s into its run; 40 duplicates waiting on the other pod
+    // did nothing when its lease lapsed, then at waitMs one ran and 39 got 409.
+    it('the owner killed mid-run: a waiter takes over once its lease lapses, the others wait for it; one payment, no 409', async () => {
+      const waitMs = 30_000;
+      const killed = { ...store(), database, providerLatencyMs: 2_000, leaseMs: 1_500 };
+      const env = { IDEMPOTENCY_IN_FLIGHT: 'wait', IDEMPOTENCY_WAIT_MS: String(waitMs) };
+      const [owner, other] = [await Pod.start({ ...killed, env }), await Pod.start({ ...killed, env, adapter: 'fastify' })];
+      try {
+        const key = `owner-killed-${process.pid}`;
+        const first = pay(owner.base, key).catch(() => undefined);
+        await sleep(300);
+        const sent = Date.now();
+        const duplicates = Array.from({ length: 40 }, () => pay(other.base, key));
+        await sleep(400);
+        await owner.kill();
+        await first;
+        const answers = await Promise.all(duplicates);
+        const elapsed = Date.now() - sent;
+        const ran = answers.filter((a) => a.status === 201 && !a.replayed);
+        expect(ran).toHaveLength(1);
+        expect(answers.filter((a) => a !== ran[0])).toEqual(
+          Array.from({ length: 39 }, () => ({ status: 201, text: ran[0].text, replayed: true })),
+        );
+        expect(rows(key)).toBe(1);
+        // Taken over about a lease after the kill, not found by the last look at waitMs.
+        expect(elapsed).toBeLessThan(waitMs / 2);
+      } finally {
+        await Promise.all([owner.kill(), other.kill()]);
+      }
+    }, 90_000);
   },
 );

@@ -54,6 +54,15 @@ describe('KeyWaiter', () => {
     expect(await new KeyWaiter('k', Date.now() - 1).next()).toBe(false);
     expect(await new KeyWaiter('k', Date.now() + 20).next()).toBe(false);
   });
+
+  // Issue 44 item 13: a dead owner announces nothing; its waiters slept until waitMs.
+  it('looks again at lookAgainAt (true) when it comes before the deadline; the deadline still ends it with false', async () => {
+    const waiter = new KeyWaiter('k', Date.now() + 60_000);
+    expect(await waiter.next(Date.now() + 20)).toBe(true);
+    expect(await waiter.next(Date.now() - 1)).toBe(true);
+    expect(await new KeyWaiter('k', Date.now() + 20).next(Date.now() + 60_000)).toBe(false);
+    expect(await new KeyWaiter('k', Date.now() + 20).next(Date.now() + 20)).toBe(false);
+  });
 });
 
 describe('DuplicateWaiters', () => {
@@ -208,6 +217,18 @@ describe('DuplicateWaiters', () => {
     expect(logs.warnings).not.toHaveBeenCalled();
     heard!('k1');
     expect(await a.next()).toBe(true);
+  });
+
+  it("wakes every waiter when the store's listening connection is back: what was announced meanwhile was not heard", async () => {
+    let resumed: (() => void) | undefined;
+    const hub = waiters({
+      listen: async (_listener: (key: string) => void, onResumed?: () => void) => {
+        resumed = onResumed;
+      },
+    });
+    const [a, b, c] = [(await hub.enter('k1', 60_000))!, (await hub.enter('k2', 60_000))!, (await hub.enter('k2', 60_000))!];
+    resumed!();
+    expect(await Promise.all([a.next(), b.next(), c.next()])).toEqual([true, true, true]);
   });
 
   it('a listener that fails is logged once and asked again by the next waiter; its recovery is logged', async () => {
