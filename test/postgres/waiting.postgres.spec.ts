@@ -97,6 +97,30 @@ describePg("inFlight: 'wait' across two pods on PostgresStore", () => {
     await manyWaiters(first, second, 1, async () => undefined);
   }, 60_000);
 
+  // Issue 44 item 13: the LISTEN connection cut just before the settle; 40 waiters answered at waitMs.
+  it('a settle notified while the listener is away is not lost: once it is back, the waiters look again', async () => {
+    const key = waitKey();
+    const { answer: original } = await first.gate.hold(() => post(first.base, '/wait/pay', key));
+    const waiting = second.waiters.size;
+    const duplicate = post(second.base, '/wait/pay', key);
+    await until(() => second.waiters.size === waiting + 1, 20_000);
+    const [killed] = await server.query<{ pid: number }>(
+      "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'second' AND query LIKE 'LISTEN%'",
+      [],
+      url,
+    );
+    // Gone, and the listener opens its connection again only after a pause (500 ms) that starts now.
+    const alive = () => server.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [killed.pid], url);
+    await until(async () => (await alive()).length === 0, 20_000);
+    // Settled and notified while nobody of the second pod listens.
+    first.gate.release();
+    const a = await original;
+    const b = await duplicate;
+    expect(b).toMatchObject({ status: 201, replayed: true, text: a.text });
+    // Found when the listener came back, not by a look a lease (60 s) or LONG_WAIT_MS later.
+    expect(b.at - a.at).toBeLessThan(20_000);
+  }, 90_000);
+
   describe('on a transactional route, each pod with its own pg.Pool (the listener is made from its config)', () => {
     const ledgers: { base: string; gate: Gate; waiters: DuplicateWaiters; close: () => Promise<void> }[] = [];
     const start = async (adapter: AdapterName) => {
