@@ -1,4 +1,11 @@
-import { type BeforeApplicationShutdown, Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
+import {
+  type BeforeApplicationShutdown,
+  HttpException,
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+} from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { randomUUID } from 'node:crypto';
 import { IDEMPOTENCY_MODULE_OPTIONS, PHASED_WORKFLOW_METADATA } from './idempotency.constants.js';
@@ -6,11 +13,25 @@ import { LOGS } from './messages/operator.messages.js';
 import type { ActiveClaim } from './interfaces/active-claim.interface.js';
 import type { AbandonedRun } from './interfaces/recovery-point.interface.js';
 import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
+import type { StoredResponse } from './interfaces/stored-response.interface.js';
 import { LeaseRenewer } from './lease.renewer.js';
+import { CompleterBackoff } from './phases/completer.backoff.js';
+import { endsTheRun } from './phases/phase-error.classifier.js';
 import { PhasedRun } from './phases/phased.run.js';
 import { RecordBuilder } from './record.builder.js';
 
 type Workflow = (run: PhasedRun, input: unknown) => Promise<unknown>;
+
+/** How many times this process tries one abandoned run that keeps failing before it leaves it for good. */
+const MAX_ATTEMPTS = 8;
+
+/** The response Nest's default filter sends for an `HttpException`: what the client's retry gets for a run it ended. */
+function rendered(err: HttpException): StoredResponse {
+  const status = err.getStatus();
+  const body = err.getResponse();
+  const json = typeof body === 'string' ? { statusCode: status, message: body } : body;
+  return { status, headers: { 'content-type': 'application/json; charset=utf-8' }, body: Buffer.from(JSON.stringify(json)) };
+}
 
 /**
  * Drives `@PhasedWorkflow()` runs that nobody finished through their last phase, without their
@@ -20,7 +41,10 @@ type Workflow = (run: PhasedRun, input: unknown) => Promise<unknown>;
  * committed is skipped. `finish()` then commits its writes as the run's last phase; the response is
  * rendered when the client comes back (its retry replays every phase), since only a request can say
  * what its response looks like. Bounded: `batch` runs per look, one after the other, each under a
- * lease renewed while it runs; a run that fails waits `idleMs` before it is tried again.
+ * lease renewed while it runs. A run that fails is tried again after a pause that doubles from
+ * `idleMs` up to an hour, at most 8 times per process, then left for its client (an error log says
+ * so); a run a phase ended with a 4xx (a declined card) is ended for good with that error as its
+ * response, as a request's would be, and its provider is not called again.
  */
 @Injectable()
 export class IdempotencyCompleter implements OnApplicationBootstrap, BeforeApplicationShutdown {
@@ -30,6 +54,7 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, BeforeAppli
   private running: Promise<number> | undefined;
   private closing = false;
   private discovered = false;
+  private readonly backoff: CompleterBackoff;
 
   constructor(
     @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
@@ -37,7 +62,9 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, BeforeAppli
     private readonly scanner: MetadataScanner,
     private readonly leases: LeaseRenewer,
     private readonly records: RecordBuilder,
-  ) {}
+  ) {
+    this.backoff = new CompleterBackoff(options.completer.idleMs, MAX_ATTEMPTS);
+  }
 
   onApplicationBootstrap(): void {
     const { intervalMs } = this.options.completer;
@@ -91,7 +118,7 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, BeforeAppli
     let finished = 0;
     for (const run of runs) {
       if (this.closing) break;
-      if (await this.complete(run)) finished++;
+      if (this.backoff.due(run.key) && (await this.complete(run))) finished++;
     }
     return finished;
   }
@@ -131,11 +158,21 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, BeforeAppli
       const point = await store.recoveryPoint!(key);
       if (!point || point.fingerprint !== fingerprint) return false;
       const record = (response: Parameters<RecordBuilder['record']>[1]) => this.records.record(claim, response);
-      await workflow(new PhasedRun(claim, point, { transactions: transactions!, store, record }, true), point.input);
-      this.logger.log(LOGS.completerFinished(name));
+      const run = new PhasedRun(claim, point, { transactions: transactions!, store, record }, true);
+      try {
+        await workflow(run, point.input);
+        this.logger.log(LOGS.completerFinished(name));
+      } catch (err) {
+        if (err !== run.endedBy || !endsTheRun(err)) throw err;
+        // Ended as a request's run would be: its error is its response, and nothing calls out again.
+        await run.settle(rendered(err as HttpException));
+        this.logger.warn(LOGS.completerEnded(name, (err as HttpException).getStatus()));
+      }
+      this.backoff.ended(key);
       return true;
     } catch (err) {
-      this.logger.warn(LOGS.completerFailed(name, (err as Error).message));
+      if (this.backoff.failed(key)) this.logger.error(LOGS.completerGaveUp(name, MAX_ATTEMPTS, (err as Error).message));
+      else this.logger.warn(LOGS.completerFailed(name, (err as Error).message));
       return false;
     } finally {
       // The recovery point stays, now with every phase: the client's retry renders the response from it.

@@ -62,6 +62,10 @@ export const LOGS = {
   completerUnknown: (workflow: string) => `an abandoned run of ${workflow} waits: no @PhasedWorkflow('${workflow}') here`,
   completerFinished: (workflow: string) => `the completer drove an abandoned run of ${workflow} through its last phase`,
   completerFailed: (workflow: string, reason: string) => `completing a run of ${workflow} failed; tried again later: ${reason}`,
+  completerGaveUp: (workflow: string, attempts: number, reason: string) =>
+    `completing a run of ${workflow} failed ${attempts} times; this process leaves it to its client's retry (or an operator) from now on: ${reason}`,
+  completerEnded: (workflow: string, status: number) =>
+    `a phase of an abandoned run of ${workflow} ended it with ${status}: stored as its response, the run is over`,
   listenFailed: (reason: string) => `waiting duplicates are woken by this process only (the store's listener failed): ${reason}`,
   listening: 'waiting duplicates are woken by every process again (the store listens)',
   announceFailed: (reason: string) => `a settled key was not announced (waiters elsewhere wait out waitMs): ${reason}`,

@@ -390,6 +390,27 @@ describePg('@Idempotent({ atomicPhases: true }) on PostgreSQL: recovery points',
       expect(await book(base, rider, { rider, amount: 100 })).toEqual({ ...answered, replayed: true });
     });
 
+    // Issue 44 item 14: a 402 after phase 1 with the client gone: the provider was called 15 times in 8 s.
+    it('a run the completer finds ended by a 4xx (a declined card) is ended for good: stored as its response, the provider never called again', async () => {
+      const { base, nest } = await app(adapter, { completer: { intervalMs: 0, idleMs: 0 } });
+      const completer = nest.get(IdempotencyCompleter);
+      const rider = name('declined-later');
+      provider.failing = 1;
+      expect((await book(base, rider, { rider, amount: 402 })).status).toBe(503);
+      expect(await completer.completeAbandoned()).toBe(1);
+      const key = runs[0].key!;
+      expect(provider.callsWith(key)).toBe(2);
+      for (let i = 0; i < 3; i++) expect(await completer.completeAbandoned()).toBe(0);
+      expect(provider.callsWith(key)).toBe(2);
+      expect(await pointsOf(rider)).toBe(0);
+      // The client's retry gets the decline, as if its own run had met it; nothing runs again.
+      const retry = await book(base, rider, { rider, amount: 402 });
+      expect(retry).toMatchObject({ status: 402, replayed: true });
+      expect(JSON.parse(retry.text)).toEqual({ error: 'card declined' });
+      expect(await ridesOf(rider)).toBe(1);
+      expect(provider.callsWith(key)).toBe(2);
+    });
+
     it('the completer and a client never run a run at once: whoever claims the key first runs it, the other waits its turn', async () => {
       const { base, nest } = await app(adapter, { completer: { intervalMs: 0, idleMs: 0 } });
       const completer = nest.get(IdempotencyCompleter);

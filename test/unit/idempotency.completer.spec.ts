@@ -183,6 +183,16 @@ describe('IdempotencyCompleter', () => {
     expect(await store.claim('failing', claim)).toEqual({ state: 'claimed' });
   });
 
+  it('a run that failed is not tried again on the next look, but after its pause (see CompleterBackoff)', async () => {
+    const { completer: c, store } = await completer();
+    abandon(store, 'failing');
+    control.failWith = new Error('provider down');
+    expect(await c.completeAbandoned()).toBe(0);
+    expect(await c.completeAbandoned()).toBe(0);
+    expect(calls.filter((call) => call.by === 'rides')).toHaveLength(1);
+    expect(logs.warnings).toHaveBeenCalledTimes(1);
+  });
+
   it('on a store without recovery points it finds nothing, quietly', async () => {
     const { completer: c } = await completer(new InMemoryStore());
     expect(await c.completeAbandoned()).toBe(0);
