@@ -30,6 +30,18 @@ async function rpcError(err: IdempotencyException): Promise<Error> {
 /** An error's first line: a log line names what failed, not a stack or a multi-line dump. */
 const firstLine = (err: unknown): string => (err instanceof Error ? err.message : String(err)).split('\n')[0].slice(0, 200);
 
+type RpcContextShape = { getChannel?: unknown; getSubject?: unknown; getHeaders?: unknown; getChannelRef?: unknown };
+
+/**
+ * Whether the message came on a transport that may hand one request to every replica: Nest's Redis
+ * transport always does, NATS does without a queue group. Read by shape, loading no transport package.
+ */
+function broadcast(context: ExecutionContext): boolean {
+  const rpc = context.switchToRpc().getContext<RpcContextShape | undefined>();
+  if (typeof rpc?.getChannel === 'function' && typeof rpc.getChannelRef !== 'function') return true;
+  return typeof rpc?.getSubject === 'function' && typeof rpc.getHeaders === 'function';
+}
+
 /** What was read of a message before its claim: a failure there is the message's, not a run's. */
 interface Read {
   key: string | undefined;
@@ -46,6 +58,8 @@ interface Read {
 @Injectable()
 export class MessageRunner {
   private readonly logger = new Logger('Idempotency');
+  /** Each handler's options with the wait of a broadcast transport's duplicates, made once. */
+  private readonly waiting = new WeakMap<ResolvedRouteOptions, ResolvedRouteOptions>();
 
   constructor(
     private readonly inbox: InboxRunner,
@@ -70,7 +84,8 @@ export class MessageRunner {
         );
         // An event has no reply: its value is not kept, so none can fail to be stored or be replayed.
         const run = event ? () => work().then(() => undefined) : work;
-        value = (await this.inbox.run(route, call, run)).value;
+        const waits = !delivery && broadcast(context);
+        value = (await this.inbox.run(waits ? this.waitingRoute(route) : route, call, run)).value;
       } else if (route.missingHeader === 'pass-through') {
         // Unacknowledged deliveries wait for the handler here too; without ack, the handler's own stream is returned as it is.
         if (!delivery) return next.handle();
@@ -107,6 +122,18 @@ export class MessageRunner {
       else delivery.unreadable(why);
       throw await this.refusal(err);
     }
+  }
+
+  /**
+   * A replica that got a broadcast copy of a request another replica runs must not answer first with
+   * a refusal: the sender takes the first reply. It waits for the run's settle and answers its replay,
+   * which comes after the run's own reply (and is dropped by the sender), or runs the handler itself
+   * when the run failed or its owner died.
+   */
+  private waitingRoute(route: ResolvedRouteOptions): ResolvedRouteOptions {
+    let waiting = this.waiting.get(route);
+    if (!waiting) this.waiting.set(route, (waiting = { ...route, waitMs: route.message!.broadcastWaitMs }));
+    return waiting;
   }
 
   private async refusal(err: unknown): Promise<unknown> {

@@ -88,6 +88,11 @@ export interface ResolvedRouteOptions {
     readonly maxAttempts: number;
     /** An `@EventPattern()` handler: Nest sends no reply, so no value is stored for it. */
     readonly event: boolean;
+    /**
+     * How long a duplicate in flight waits on a transport that may hand one request to every replica
+     * (Redis, NATS without a queue group): as long as a claim may be held, `maxHoldMs` plus a lease.
+     */
+    readonly broadcastWaitMs: number;
   };
   /** A GraphQL mutation's: how its key is read when not from the key header. */
   readonly graphql?: { readonly keyFrom: MessageKeyFunction | undefined };

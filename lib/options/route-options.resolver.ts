@@ -117,6 +117,7 @@ export function resolveRouteOptions(
         ack,
         maxAttempts: integerIn(where, 'maxAttempts', route.maxAttempts, DEFAULT_MAX_ATTEMPTS, 1, 1_000),
         event,
+        broadcastWaitMs: Math.min(module.maxHoldMs + module.leaseMs, MAX_TIMER_MS),
       },
     }),
     ...(kind === 'graphql' && { graphql: { keyFrom } }),

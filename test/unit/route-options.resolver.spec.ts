@@ -41,7 +41,7 @@ describe('resolveRouteOptions', () => {
       atomicPhases: false,
       waitMs: 0,
       leaseMs: 60_000,
-      message: { keyFrom: undefined, scope: undefined, ack: false, maxAttempts: 8, event: false },
+      message: { keyFrom: undefined, scope: undefined, ack: false, maxAttempts: 8, event: false, broadcastWaitMs: 660_000 },
     });
     expect(
       resolveRouteOptions('here', 'A.b', { keyFrom, missingKey: 'pass-through', ack: true, maxAttempts: 1 }, base, 'message'),
