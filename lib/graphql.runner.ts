@@ -10,6 +10,7 @@ import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
 import { MESSAGES } from './messages/client.messages.js';
 import { IdentityResolverLoader } from './identity-resolver.loader.js';
 import { InboxRunner } from './inbox.runner.js';
+import type { InboxResult } from './interfaces/inbox-options.interface.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
 
 /**
@@ -23,6 +24,12 @@ interface GraphqlRequestContext {
   reply?: { request?: HttpRequestLike };
 }
 
+/** One HTTP request's keyed mutations: how many, and the run of each mutation and key. */
+interface RequestRuns {
+  claims: number;
+  readonly runs: Map<string, Promise<InboxResult<unknown>>>;
+}
+
 /**
  * Runs an `@Idempotent()` GraphQL mutation resolver once per key: the key is the GraphQL request's
  * key header (or what `keyFrom` reads of the arguments), scoped by the module's identity resolver on
@@ -34,7 +41,7 @@ interface GraphqlRequestContext {
 @Injectable()
 export class GraphqlRunner {
   /** Keyed mutations so far per HTTP request: dropped with the request. */
-  private readonly claims = new WeakMap<object, number>();
+  private readonly requests = new WeakMap<object, RequestRuns>();
 
   constructor(
     private readonly inbox: InboxRunner,
@@ -53,12 +60,18 @@ export class GraphqlRunner {
         if (route.missingHeader === 'pass-through') return next.handle();
         throw IdempotencyException.of('key-missing', keyFrom ? MESSAGES.argumentKey : MESSAGES.missing(this.options.headerName));
       }
-      this.count(request ?? gql);
+      const mine = this.count(request ?? gql);
       // Without a request (a context of the application's own) an identity resolver gets undefined.
       const scoped = (r: ResolvedRouteOptions) => this.identities.scopeOf(request as HttpRequestLike, context, r);
       const call = new GraphqlContext(key, info.fieldName, args, scoped);
       const work = (): Promise<unknown> => lastValueFrom(next.handle(), { defaultValue: undefined });
-      const done = await this.inbox.run(route, call, work);
+      // A batch's operations run at once: the same mutation and key twice in one request waits for
+      // the first, and replays it, as the second of one document (run one after the other) does.
+      const same = `${route.id}\n${key}`;
+      const before = mine.runs.get(same);
+      const run = (before ? before.catch(() => undefined) : Promise.resolve()).then(() => this.inbox.run(route, call, work));
+      mine.runs.set(same, run);
+      const done = await run;
       if (done.duplicate) this.replayed(gql, info.path.key);
       return of(done.value);
     } catch (err) {
@@ -71,11 +84,12 @@ export class GraphqlRunner {
    * thousands into one document, each a claim and a record kept for the ttl, which on InMemoryStore
    * could evict another client's record. Past `maxMutationsPerRequest` a mutation is refused unrun.
    */
-  private count(request: object): void {
-    const made = (this.claims.get(request) ?? 0) + 1;
-    this.claims.set(request, made);
+  private count(request: object): RequestRuns {
+    let mine = this.requests.get(request);
+    if (!mine) this.requests.set(request, (mine = { claims: 0, runs: new Map() }));
     const max = this.options.maxMutationsPerRequest;
-    if (made > max) throw IdempotencyException.of('too-many-mutations', MESSAGES.tooManyMutations(max));
+    if (++mine.claims > max) throw IdempotencyException.of('too-many-mutations', MESSAGES.tooManyMutations(max));
+    return mine;
   }
 
   private replayed(gql: GraphqlRequestContext, field: string): void {

@@ -131,6 +131,7 @@ const DRIVERS = [
       driver: ApolloDriver,
       autoSchemaFile: true,
       plugins: [idempotencyApolloPlugin()],
+      allowBatchedHttpRequests: true,
       context: ({ req, res }: { req: unknown; res: unknown }) => ({ req, res }),
     }),
     create: (module: TestingModule): INestApplication => module.createNestApplication({ logger: false }),
@@ -138,7 +139,11 @@ const DRIVERS = [
   {
     name: 'Mercurius on Fastify',
     plugin: false,
-    graphql: GraphQLModule.forRoot<MercuriusDriverConfig>({ driver: MercuriusDriver, autoSchemaFile: true }),
+    graphql: GraphQLModule.forRoot<MercuriusDriverConfig>({
+      driver: MercuriusDriver,
+      autoSchemaFile: true,
+      allowBatchedQueries: true,
+    }),
     create: (module: TestingModule): INestApplication =>
       module.createNestApplication<NestFastifyApplication>(new FastifyAdapter(), { logger: false }),
   },
@@ -290,6 +295,21 @@ describe.each(DRIVERS.map((d) => [d.name, d] as const))('@Idempotent() on GraphQ
     ]);
     // The count is per request: the next request runs its own ten.
     expect((await gql(`mutation One { ${fields[11]} }`)).body).toEqual({ data: { m11: { run: 1 } } });
+  });
+
+  // Issue 44 item 9: the second operation of a batch got IDEMPOTENCY_KEY_IN_FLIGHT.
+  it('the same mutation twice in one batched request under one key: the second gets the data of the first, as in one document', async () => {
+    const operation = { query: 'mutation Pay { refund(orderId: "o-batch", amount: 3) { orderId amount run } }' };
+    const res = await request(app.getHttpServer())
+      .post('/graphql')
+      .set('idempotency-key', 'k-batch')
+      .send([operation, operation]);
+    const data = { refund: { orderId: 'o-batch', amount: 3, run: 1 } };
+    expect((res.body as { data?: unknown; errors?: unknown }[]).map((r) => ({ data: r.data, errors: r.errors }))).toEqual([
+      { data, errors: undefined },
+      { data, errors: undefined },
+    ]);
+    expect(refunds.runs.get('refund:o-batch')).toBe(1);
   });
 
   it('keyFrom reads the key from an argument (Shopify style); without it the mutation is refused', async () => {
