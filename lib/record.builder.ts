@@ -3,6 +3,7 @@ import { ResponseSealer, UnsealableRecord } from './encryption/response.sealer.j
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
 import { errorResponse } from './exceptions/error.response.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
+import { isRefusal } from './inbox/stored-value.js';
 import { MESSAGES } from './messages/client.messages.js';
 import { LOGS } from './messages/operator.messages.js';
 import type { ActiveClaim } from './interfaces/active-claim.interface.js';
@@ -26,7 +27,8 @@ export class RecordBuilder {
    * saying so (`response-too-large`), which retries get for the ttl; the handler never runs again.
    */
   record(claim: ActiveClaim, response: StoredResponse): IdempotencyRecord {
-    const kept = response.body.length > this.options.maxResponseBytes ? this.tooLarge(claim, response) : response;
+    const kept =
+      response.body.length > this.options.maxResponseBytes && !isRefusal(response) ? this.tooLarge(claim, response) : response;
     return this.sealer.record(claim.storeKey, claim.fingerprint, kept);
   }
 

@@ -57,10 +57,15 @@ export function storedValue(value: unknown, route: string, maxBytes: number, log
   return refusal('response-too-large', MESSAGES.tooLargeToReplay(maxBytes));
 }
 
+/** Whether `response` is a refusal stored in place of a value: small, and kept as it is whatever `maxResponseBytes` is. */
+export function isRefusal(response: StoredResponse): boolean {
+  return response.headers['content-type'] === REFUSAL_TYPE;
+}
+
 /** The stored value a duplicate gets; a stored refusal is thrown as the module's error. */
 export function replayedValue(response: StoredResponse): unknown {
   const text = response.body.toString('utf8');
-  if (response.headers['content-type'] === REFUSAL_TYPE) {
+  if (isRefusal(response)) {
     const { code, reason } = JSON.parse(text) as { code: IdempotencyErrorCode; reason: string };
     throw IdempotencyException.of(code, reason, REFUSAL_STATUS);
   }

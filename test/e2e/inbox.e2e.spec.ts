@@ -49,8 +49,10 @@ describe.each(storeNames('IdempotencyInbox suite'))('IdempotencyInbox on %s', (n
     app = await worker({ store: store.cache, events: (e) => void events.push(e) });
     inbox = app.get(IdempotencyInbox);
   }, 60_000);
+  const others: INestApplicationContext[] = [];
   afterAll(async () => {
     await app?.close();
+    for (const other of others) await other.close();
   });
 
   it('runs the work once: a redelivery after completion gets the stored result, read back as JSON', async () => {
@@ -129,6 +131,35 @@ describe.each(storeNames('IdempotencyInbox suite'))('IdempotencyInbox on %s', (n
       ['executed', undefined],
       ['replayed', undefined],
     ]);
+  });
+
+  // Issue 44 item 3: the claim was neither committed nor released, and ran again after maxHoldMs + lease.
+  it('a value JSON cannot hold (a BigInt, a cycle) settles the key: the caller gets it, a duplicate a result-unstorable refusal', async () => {
+    const cyclic: { id: string; self?: object } = { id: 'o-7' };
+    cyclic.self = cyclic;
+    for (const value of [{ cents: 10n }, cyclic]) {
+      const id = key();
+      let ran = 0;
+      const first = await inbox.run(id, { consumer: 'Orders.priced' }, () => (ran++, value));
+      expect(first).toEqual({ value, duplicate: false });
+      const again = await inbox.run(id, { consumer: 'Orders.priced' }, () => (ran++, value)).catch((err: unknown) => err);
+      expect(again).toMatchObject({ code: 'result-unstorable', message: expect.stringContaining('(Object)') });
+      expect((again as IdempotencyException).getStatus()).toBe(500);
+      expect(ran).toBe(1);
+    }
+  });
+
+  // Issue 49 item 4: a duplicate got the module's {"error":"…over N bytes…"} object as if it were the value.
+  it('a value over maxResponseBytes: the caller gets it, a duplicate a response-too-large refusal, never the note as a value', async () => {
+    // Closed after the suite's own: closing an application closes its store.
+    const small = await worker({ store: store.cache, maxResponseBytes: 64 });
+    others.push(small);
+    const limited = small.get(IdempotencyInbox);
+    const id = key();
+    const big = { note: 'x'.repeat(100) };
+    expect(await limited.run(id, { consumer: 'Orders.noted' }, () => big)).toEqual({ value: big, duplicate: false });
+    const again = await limited.run(id, { consumer: 'Orders.noted' }, () => big).catch((err: unknown) => err);
+    expect(again).toMatchObject({ code: 'response-too-large', message: expect.stringContaining('over 64 bytes') });
   });
 
   it('forgets the key after ttlMs', async () => {
