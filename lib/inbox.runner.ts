@@ -12,7 +12,9 @@ import { LeaseRenewer } from './lease.renewer.js';
 import { RecordBuilder } from './record.builder.js';
 import { LeaseLost } from './exceptions/lease-lost.error.js';
 import { TransactionFailures } from './transaction.failures.js';
+import { lossyPart } from './inbox/lossy-value.js';
 import { replayedValue, storedValue } from './inbox/stored-value.js';
+import { LOGS } from './messages/operator.messages.js';
 
 /** The work to run once: in transactional mode it gets the transaction's executor. */
 export type InboxWork<T> = (sql: SqlExecutor | undefined) => T | Promise<T>;
@@ -25,6 +27,8 @@ export type InboxWork<T> = (sql: SqlExecutor | undefined) => T | Promise<T>;
 @Injectable()
 export class InboxRunner {
   private readonly logger = new Logger('Idempotency');
+  /** The handlers and consumers whose first value was looked at for types JSON changes. */
+  private readonly looked = new WeakSet<ResolvedRouteOptions>();
 
   constructor(
     private readonly service: IdempotencyService,
@@ -57,8 +61,17 @@ export class InboxRunner {
     return { value, duplicate: false };
   }
 
-  /** Never throws: a value that cannot be stored settles the key with a refusal, so it is neither held nor run again. */
+  /**
+   * Never throws: a value that cannot be stored settles the key with a refusal, so it is neither held
+   * nor run again. The first value of each handler or consumer is looked at for types JSON changes
+   * (a Date, a class instance, a Map): a duplicate would read it back otherwise, which is said once.
+   */
   private stored(route: ResolvedRouteOptions, value: unknown) {
+    if (!this.looked.has(route)) {
+      this.looked.add(route);
+      const lossy = lossyPart(value);
+      if (lossy) this.logger.warn(LOGS.lossyValue(route.id, lossy));
+    }
     return storedValue(value, route.id, this.options.maxResponseBytes, this.logger);
   }
 

@@ -1,8 +1,8 @@
 /** Options of one {@link IdempotencyInbox.run} call. */
 export interface InboxRunOptions {
   /**
-   * The consumer (`OrdersConsumer.created`), in events and log lines. Part of the fingerprint: a key
-   * that another consumer processed is refused (`key-reused`), never taken for a duplicate.
+   * The consumer (`OrdersConsumer.created`), in events and log lines. Each consumer keeps its own
+   * records: a key another consumer (or an HTTP client) used is another message here.
    */
   readonly consumer: string;
   /** Where the key is unique (a tenant, a source system): keys of two scopes never meet. Default: one scope for all. */
@@ -24,7 +24,13 @@ export interface InboxRunOptions {
 
 /** What {@link IdempotencyInbox.run} came to. */
 export interface InboxResult<T> {
-  /** The work's result; for a duplicate, the first run's, read back as JSON (a `Date` comes back as its string). */
+  /**
+   * The work's result; for a duplicate, the first run's, read back as JSON: a `Date` comes back as its
+   * string, a class instance as a plain object, a `Map` or `Set` as `{}`, a `Buffer` as `{ type, data }`,
+   * `NaN` as `null` (the first value of each consumer with such a part is logged once). A result JSON
+   * cannot hold (a BigInt, a cycle) or over `maxResponseBytes` makes a duplicate throw
+   * `result-unstorable` or `response-too-large`: the work does not run again.
+   */
   readonly value: T;
   /** `true` when the work did not run: an earlier message with this key completed it. */
   readonly duplicate: boolean;

@@ -23,6 +23,8 @@ export const LOGS = {
     `${route}: message ${id} was rejected without requeue (${why}): delivering it again cannot succeed. A queue with a dead-letter exchange parks it there; without one, RabbitMQ deletes it`,
   messageRefused: (route: string, why: string) => `${route}: a message was refused: ${why}`,
   unreadableMessage: (reason: string) => `its key or scope could not be read, nothing ran: ${reason}`,
+  lossyValue: (route: string, part: string) =>
+    `${route}: its result holds ${part}: a duplicate gets the first result back as JSON, so it gets something else than the first caller did. Return plain data (logged once)`,
   unstorable: (route: string, type: string, why: string) =>
     `${route}: its result (${type}) cannot be stored as JSON (${why}); the key keeps a result-unstorable record, so a duplicate is refused with that code and never runs it again. Return plain JSON values (a BigInt as a string, no cycles)`,
   tooLargeToStore: (route: string, bytes: number, max: number) =>

@@ -36,7 +36,7 @@ function charge() {
 const codeOf = (err: unknown) => (err instanceof IdempotencyException ? err.code : err);
 
 describe.each(storeNames('IdempotencyInbox suite'))('IdempotencyInbox on %s', (name) => {
-  spyOnLogger();
+  const logs = spyOnLogger();
   let store: StoreUnderTest;
   let app: INestApplicationContext;
   let inbox: IdempotencyInbox;
@@ -160,6 +160,18 @@ describe.each(storeNames('IdempotencyInbox suite'))('IdempotencyInbox on %s', (n
     expect(await limited.run(id, { consumer: 'Orders.noted' }, () => big)).toEqual({ value: big, duplicate: false });
     const again = await limited.run(id, { consumer: 'Orders.noted' }, () => big).catch((err: unknown) => err);
     expect(again).toMatchObject({ code: 'response-too-large', message: expect.stringContaining('over 64 bytes') });
+  });
+
+  it("a consumer's first value with a part JSON changes (a Date) is logged once; its duplicate reads the JSON", async () => {
+    const id = key();
+    const at = new Date(0);
+    await inbox.run(id, { consumer: 'Orders.dated' }, () => ({ at }));
+    await inbox.run(key(), { consumer: 'Orders.dated' }, () => ({ at }));
+    expect((await inbox.run(id, { consumer: 'Orders.dated' }, () => ({ at }))).value).toEqual({ at: at.toJSON() });
+    const warned = logs.warnings.mock.calls
+      .map((args: unknown[]) => String(args[0]))
+      .filter((l: string) => l.startsWith('Orders.dated'));
+    expect(warned).toEqual([expect.stringContaining('Orders.dated: its result holds a Date (read back as its string)')]);
   });
 
   it('forgets the key after ttlMs', async () => {
