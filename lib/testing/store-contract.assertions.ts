@@ -19,7 +19,7 @@ export function near(actual: number, expected: number, what: string): void {
 export const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** Deep equality where an absent and an undefined property are the same, as stores may differ there. */
-export function same(actual: unknown, expected: unknown): void {
+export function same(actual: unknown, expected: unknown, message?: string): void {
   const plain = (value: unknown): unknown =>
     value === null || typeof value !== 'object' || Buffer.isBuffer(value)
       ? value
@@ -30,5 +30,5 @@ export function same(actual: unknown, expected: unknown): void {
               .filter(([, v]) => v !== undefined)
               .map(([k, v]) => [k, plain(v)]),
           );
-  assert.deepStrictEqual(plain(actual), plain(expected));
+  assert.deepStrictEqual(plain(actual), plain(expected), message);
 }

@@ -29,6 +29,12 @@ export interface StoreContractOptions {
    * record in a newer format is never replayed nor taken over. Without it, that test is left out.
    */
   plant?: (store: IdempotencyStore, key: string, value: Buffer, ttlMs: number) => Promise<void>;
+  /**
+   * Opens a second store over the same backend (another connection, as another pod would), to check
+   * that a claim is atomic across instances and not only inside one process. It is closed with
+   * `close`. Without it, that test is left out: give it for any store shared by several processes.
+   */
+  another?: () => Promise<IdempotencyStore> | IdempotencyStore;
 }
 
 /** Every optional method, in the order the suite checks them. */

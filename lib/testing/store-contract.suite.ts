@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { IdempotencyClaim, IdempotencyStore } from '../interfaces/idempotency-store.interface.js';
 import { pause, same, sampleRecord } from './store-contract.assertions.js';
+import { keyIdentityTests, sharedBackendTest } from './store-contract.keys.js';
 import { optionalReadTests, renewAllTest, wakeupTest } from './store-contract.optional.js';
 import { OPTIONAL_METHODS, type ContractFramework, type StoreContractOptions } from './store-contract.options.js';
 
@@ -21,7 +22,7 @@ export function storeContract(
   open: () => Promise<IdempotencyStore> | IdempotencyStore,
   options: StoreContractOptions = {},
 ): void {
-  const { plant, close, without = [] } = options;
+  const { plant, close, without = [], another } = options;
   const has = (method: (typeof OPTIONAL_METHODS)[number]) => !without.includes(method);
   framework.describe(`store contract: ${options.name ?? 'store'}`, () => {
     let store: IdempotencyStore;
@@ -47,6 +48,8 @@ export function storeContract(
     const context = { test, store: () => store, key, claim, has, plant };
     optionalReadTests(context);
     wakeupTest(context);
+    keyIdentityTests(context);
+    if (another) sharedBackendTest(context, another, close);
 
     test('claims a free key exactly once; others see it in flight with its fingerprint', async () => {
       const k = key();

@@ -76,9 +76,16 @@ describePg('PostgresStore', () => {
     await server?.destroy();
   });
 
+  let contractUrl: string | undefined;
   storeContract(
     'PostgresStore (its own pool)',
-    () => ownStore(),
+    async () => {
+      contractUrl = await database();
+      const store = new PostgresStore({ connectionString: contractUrl });
+      stores.push(store);
+      await store.open();
+      return store;
+    },
     undefined,
     async (store, key, value, ttlMs) => {
       // As a newer release would commit it: a record row.
@@ -88,6 +95,13 @@ describePg('PostgresStore', () => {
        VALUES ($1, 'fp-future', 1, NULL, clock_timestamp() + $2::bigint * interval '1 millisecond', $3)`,
         [key, ttlMs, value],
       );
+    },
+    // Another pod's store: a pool of its own on the same database.
+    async () => {
+      const store = new PostgresStore({ connectionString: contractUrl! });
+      stores.push(store);
+      await store.open();
+      return store;
     },
   );
   storeContract('PostgresStore (the application pool, another schema and table)', async () => {

@@ -15,11 +15,13 @@ const describeCluster = clusterAvailable('RedisStore cluster suite') ? describe 
 describeRedis('RedisStore on a standalone redis-server', () => {
   let server: RedisServer;
   let cache: RedisStore;
+  let another: RedisStore | undefined;
   beforeAll(async () => {
     server = await RedisServer.start();
   });
   afterAll(async () => {
     await cache?.close();
+    await another?.close();
     await server?.stop();
   });
 
@@ -31,6 +33,8 @@ describeRedis('RedisStore on a standalone redis-server', () => {
     },
     undefined,
     async (_, key, value, ttlMs) => void server.cli('SET', key, value.toString('latin1'), 'PX', String(ttlMs)),
+    // Another pod's store: a connection of its own to the same server.
+    () => (another = new RedisStore({ url: server.url })),
   );
 
   it('a claim answered for its time bound never holds the key afterwards: its release runs after it', async () => {

@@ -20,11 +20,22 @@ function store(options: ConstructorParameters<typeof SqliteStore>[0]): SqliteSto
   return s;
 }
 
-storeContract('SqliteStore (file)', async () => {
-  const s = store({ filename: join(dir, 'contract.db') });
-  await s.open();
-  return s;
-});
+storeContract(
+  'SqliteStore (file)',
+  async () => {
+    const s = store({ filename: join(dir, 'contract.db') });
+    await s.open();
+    return s;
+  },
+  undefined,
+  undefined,
+  // Another process's store: a connection of its own to the same file.
+  async () => {
+    const s = store({ filename: join(dir, 'contract.db') });
+    await s.open();
+    return s;
+  },
+);
 storeContract('SqliteStore (:memory:)', async () => store({ filename: ':memory:' }));
 const appDb = new Database(join(dir, 'app.db'));
 storeContract(

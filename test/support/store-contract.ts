@@ -13,6 +13,7 @@ export function storeContract(
   open: () => Promise<IdempotencyStore>,
   close: (store: IdempotencyStore) => Promise<void> = async () => {},
   plant?: StoreContractOptions['plant'],
+  another?: StoreContractOptions['another'],
 ): void {
-  shippedContract({ describe, it }, open, { name, close: (store) => close(store), plant });
+  shippedContract({ describe, it }, open, { name, close: (store) => close(store), plant, another });
 }

@@ -48,7 +48,37 @@ class UnfencedStore implements IdempotencyStore {
   }
 }
 
+/** Every method of `inner` with its key passed through `transform` first: a store that cuts, folds or re-encodes keys. */
+function keyed(inner: InMemoryStore, transform: (key: string) => string): Partial<IdempotencyStore> {
+  return {
+    claim: (k, c) => inner.claim(transform(k), c),
+    commit: (k, o, r, t) => inner.commit(transform(k), o, r, t),
+    release: (k, o) => inner.release(transform(k), o),
+    renew: (k, o, ms) => inner.renew(transform(k), o, ms),
+    peek: (k) => inner.peek(transform(k)),
+    forget: (k) => inner.forget(transform(k)),
+    renewAll: (claims, ms) =>
+      inner.renewAll(
+        claims.map((c) => ({ ...c, key: transform(c.key) })),
+        ms,
+      ),
+  };
+}
+
 describe('the shipped store contract (nestjs-idempotency/testing)', () => {
+  it('given a second instance over the same backend, fails a store whose claim is atomic only inside one instance', async () => {
+    const shared = new InMemoryStore();
+    const name =
+      'two instances over one backend: concurrent claims across them, exactly one wins; a commit on one replays on the other';
+    const right = await failures(() => shared, { another: () => shared });
+    expect(right.ran).toContain(name);
+    expect(right.failed).toEqual([]);
+    // Each instance its own state: what a store keeping its claims in process memory is across pods.
+    const perProcess = await failures(() => new InMemoryStore(), { another: () => new InMemoryStore() });
+    expect(perProcess.failed).toEqual([name]);
+    expect((await failures(() => new InMemoryStore())).ran).not.toContain(name);
+  }, 60_000);
+
   it('passes a correct store, and closes it in its last test', async () => {
     let closed = 0;
     const { suites, ran, failed } = await failures(() => new InMemoryStore(), { name: 'memory', close: () => void closed++ });
@@ -60,6 +90,7 @@ describe('the shipped store contract (nestjs-idempotency/testing)', () => {
       'ping answers without touching a key',
       'peek reads a claim and a record with their expiry and changes nothing; forget deletes either, unfenced',
       'announce reaches the listener, with the key as announced (tested when the store has both)',
+      'keys are compared whole and byte for byte: long, case, NFC/NFD and emoji keys stay apart',
       'claims a free key exactly once; others see it in flight with its fingerprint',
       'keeps a tagged fingerprint ("<tag>:<hash>") as it is, in flight and completed',
       'concurrent claims: exactly one wins',
@@ -137,6 +168,11 @@ describe('the shipped store contract (nestjs-idempotency/testing)', () => {
         };
       },
       'has a ping that fails': () => ({ ping: () => Promise.reject(new Error('down')) }),
+      // Issue 44 item 11: each of these passed the suite, and a different key got the first caller's body.
+      'truncates keys to 64 characters': (inner) => keyed(inner, (k) => k.slice(0, 64)),
+      'compares keys case-insensitively': (inner) => keyed(inner, (k) => k.toLowerCase()),
+      'mangles non-ASCII keys': (inner) => keyed(inner, (k) => k.replace(/[^\x20-\x7e]/gu, '?')),
+      'normalises keys to NFC': (inner) => keyed(inner, (k) => k.normalize('NFC')),
       'forgets only records': (inner) => ({
         forget: async (k) => (await inner.peek(k))?.state === 'completed' && inner.forget(k),
       }),
@@ -199,6 +235,14 @@ describe('the shipped store contract (nestjs-idempotency/testing)', () => {
       ],
       'folds % and _ out of keys': ['keys are data: SQL, Lua and JSON look-alikes are stored literally and kept apart'],
       'has a ping that fails': ['ping answers without touching a key'],
+      'truncates keys to 64 characters': [
+        'keys are compared whole and byte for byte: long, case, NFC/NFD and emoji keys stay apart',
+      ],
+      'compares keys case-insensitively': [
+        'keys are compared whole and byte for byte: long, case, NFC/NFD and emoji keys stay apart',
+      ],
+      'mangles non-ASCII keys': ['keys are compared whole and byte for byte: long, case, NFC/NFD and emoji keys stay apart'],
+      'normalises keys to NFC': ['keys are compared whole and byte for byte: long, case, NFC/NFD and emoji keys stay apart'],
       'forgets only records': [
         'peek reads a claim and a record with their expiry and changes nothing; forget deletes either, unfenced',
       ],
