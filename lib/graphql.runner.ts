@@ -63,7 +63,7 @@ export class GraphqlRunner {
       const mine = this.count(request ?? gql);
       // Without a request (a context of the application's own) an identity resolver gets undefined.
       const scoped = (r: ResolvedRouteOptions) => this.identities.scopeOf(request as HttpRequestLike, context, r);
-      const call = new GraphqlContext(key, info.fieldName, args, scoped);
+      const call = new GraphqlContext(key, info.fieldName, args, scoped, !keyFrom);
       const work = (): Promise<unknown> => lastValueFrom(next.handle(), { defaultValue: undefined });
       // A batch's operations run at once: the same mutation and key twice in one request waits for
       // the first, and replays it, as the second of one document (run one after the other) does.

@@ -12,6 +12,9 @@ import { escapeScope, keyViolation } from './utils/key.util.js';
 
 const WHERE = 'IdempotencyInbox.run()';
 
+/** How many resolved consumer options are kept: a consumer whose ttlMs varies per message must not grow it without end. */
+const ROUTES_KEPT = 1_000;
+
 const nonEmpty = (value: unknown): value is string => typeof value === 'string' && value.trim() !== '';
 
 /**
@@ -22,7 +25,7 @@ const nonEmpty = (value: unknown): value is string => typeof value === 'string' 
  */
 @Injectable()
 export class IdempotencyInbox {
-  /** One resolved route per consumer and ttl: checked once, not on every message. */
+  /** One resolved route per consumer and ttl, the oldest dropped past {@link ROUTES_KEPT}: checked once, not on every message. */
   private readonly routes = new Map<string, ResolvedRouteOptions>();
 
   constructor(
@@ -58,6 +61,7 @@ export class IdempotencyInbox {
     if (!route) {
       const { ttlMs, transactional } = options;
       route = resolveRouteOptions(WHERE, options.consumer, { ttlMs, transactional, missingHeader: 'reject' }, this.options);
+      if (this.routes.size >= ROUTES_KEPT) this.routes.delete(this.routes.keys().next().value!);
       this.routes.set(id, route);
     }
     return route;

@@ -62,7 +62,7 @@ export class IdempotencyService {
 
   private async decide(call: IdempotencyContext, route: ResolvedRouteOptions, seen: Seen): Promise<ActiveClaim | undefined> {
     const { headerName, keyPrefix } = this.options;
-    const key = readKey(call.sentKey(headerName), this.options);
+    const key = readKey(call.sentKey(headerName), this.options, call.headerKey);
     if (key === undefined) {
       if (route.missingHeader === 'pass-through') return undefined;
       throw IdempotencyException.of('key-missing', MESSAGES.missing(headerName));

@@ -20,6 +20,8 @@ export class GraphqlContext implements IdempotencyContext {
     private readonly field: string,
     private readonly args: unknown,
     private readonly scoped: (route: ResolvedRouteOptions) => string | Promise<string>,
+    /** The key came in the request's key header, not in an argument (`keyFrom`). */
+    readonly headerKey = true,
   ) {}
 
   sentKey(): string | undefined {

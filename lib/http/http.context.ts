@@ -31,6 +31,8 @@ export class HttpContext implements IdempotencyContext {
     this.method = request.method;
   }
 
+  readonly headerKey = true;
+
   sentKey(name: string): string | undefined {
     return sentHeader(this.request, name);
   }

@@ -13,6 +13,7 @@ import { escapeScope, surfaceScope, UNSCOPED } from '../utils/key.util.js';
  */
 export class InboxContext implements IdempotencyContext {
   readonly method = undefined;
+  readonly headerKey = false;
 
   constructor(
     private readonly key: string,

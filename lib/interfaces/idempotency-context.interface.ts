@@ -10,6 +10,11 @@ export interface IdempotencyContext {
   readonly method: string | undefined;
   /** The key as the caller sent it, before the key rules; `undefined` when none was sent. */
   sentKey(name: string): string | undefined;
+  /**
+   * Whether the key came in an HTTP header, where a Structured Field String (`"8e03978e"`) is the
+   * same key unquoted. A message id or an argument is taken as it is: `"order-7"` is not `order-7`.
+   */
+  readonly headerKey: boolean;
   /** Throws the module's error when the call cannot be told from another (HTTP: a body no parser read). */
   check(): void;
   /** The scope the key lives in, from the route's identity resolver (and host). */

@@ -8,7 +8,8 @@ export const MESSAGES = {
   tooLong: (what: string, max: number) => `${what} exceeds ${max} characters`,
   malformed: (header: string) =>
     `${header} starts with a quote but is not a valid Structured Field String (RFC 9651): unterminated, a bad escape, or something after the closing quote`,
-  forbiddenChar: (what: string, index: number) => `${what} has a control character or space at index ${index}`,
+  forbiddenChar: (what: string, index: number) =>
+    `${what} has a control character, a space or an invisible character at index ${index}`,
   inFlight: (header: string) => `${header} in-flight; retry shortly`,
   messageKey:
     'the message has no idempotency key: give it a message id (RabbitMQ messageId, NATS Nats-Msg-Id) or data.idempotencyKey, or read it with keyFrom',

@@ -12,9 +12,15 @@ export function keyViolation(what: string, value: string, length: number, max: n
     const c = value.charCodeAt(i);
     // Space and the control range split commands in line protocols (memcached); CR/LF inject headers.
     if (c <= 0x20 || c === 0x7f) return MESSAGES.forbiddenChar(what, i);
+    // Past ASCII, what no header can carry and no one can see: C1 controls (NEL), line and paragraph
+    // separators, zero-width and direction marks, the BOM. A message id or an argument could hold them.
+    if (c >= 0x80 && (c <= 0x9f || INVISIBLE.test(value[i]))) return MESSAGES.forbiddenChar(what, i);
   }
   return undefined;
 }
+
+/** Invisible and separator characters a key must not hold (see {@link keyViolation}). */
+const INVISIBLE = /[\u2000-\u200f\u2028-\u202f\u205f-\u2064\u3000\ufeff]/;
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;

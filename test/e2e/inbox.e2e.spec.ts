@@ -207,6 +207,24 @@ describe('IdempotencyInbox arguments', () => {
     expect(runs).toEqual(['o-9']);
   });
 
+  // Issue 49 item 5: a quoted message id was unquoted as an HTTP header's Structured Field String is.
+  it('takes a message id as it is: "order-7" quoted is another key than order-7; NFC and NFD are two keys', async () => {
+    const inbox = app.get(IdempotencyInbox);
+    const ran: string[] = [];
+    for (const id of ['"order-7"', 'order-7', 'caf\u00e9', 'cafe\u0301']) {
+      expect((await inbox.run(id, { consumer: 'Quoted' }, () => (ran.push(id), id))).duplicate).toBe(false);
+    }
+    expect(ran).toHaveLength(4);
+    const invisible = await inbox.run('order\u20287', { consumer: 'Quoted' }, () => 1).catch(codeOf);
+    expect(invisible).toBe('key-invalid');
+  });
+
+  it('keeps at most 1 000 resolved consumer options, the oldest dropped first', async () => {
+    const inbox = app.get(IdempotencyInbox);
+    for (let ttlMs = 1_000; ttlMs < 3_000; ttlMs++) await inbox.run(`ttl-${ttlMs}`, { consumer: 'Varied', ttlMs }, () => 1);
+    expect((inbox as unknown as { routes: Map<string, unknown> }).routes.size).toBe(1_000);
+  });
+
   it('refuses a key, consumer or scope that is not a non-empty string, and a scope over maxScopeLength', async () => {
     const inbox = app.get(IdempotencyInbox);
     for (const bad of ['', '  ', 5]) {

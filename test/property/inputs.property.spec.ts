@@ -47,7 +47,7 @@ class PropertyController {
 }
 
 // eslint-disable-next-line no-control-regex -- control characters are what these two describe
-const FORBIDDEN = /[\x00-\x20\x7f]/;
+const FORBIDDEN = /[\x00-\x20\x7f-\x9f\u2000-\u200f\u2028-\u202f\u205f-\u2064\u3000\ufeff]/;
 /** Bytes Node's own HTTP parser refuses in a header value (probed on Node 20): it answers 400 itself. */
 // eslint-disable-next-line no-control-regex
 const NODE_REFUSES = /[\x00-\x08\x0a-\x1f\x7f]/;
@@ -58,7 +58,11 @@ function expectedForKey(value: string): { status: number; body?: string } {
   if (value.length > MAX_KEY) return { status: 400, body: `{"error":"idempotency-key exceeds ${MAX_KEY} characters"}` };
   if (value.trim() === '') return { status: 400, body: '{"error":"idempotency-key header is required"}' };
   const i = value.search(FORBIDDEN);
-  if (i >= 0) return { status: 400, body: `{"error":"idempotency-key has a control character or space at index ${i}"}` };
+  if (i >= 0)
+    return {
+      status: 400,
+      body: `{"error":"idempotency-key has a control character, a space or an invisible character at index ${i}"}`,
+    };
   return { status: 201 };
 }
 
@@ -68,7 +72,11 @@ function expectedForScope(scope: string): { status: number; body?: string } {
   if (escapeScope(scope).length > MAX_SCOPE)
     return { status: 400, body: `{"error":"identity scope exceeds ${MAX_SCOPE} characters"}` };
   const i = scope.search(FORBIDDEN);
-  if (i >= 0) return { status: 400, body: `{"error":"identity scope has a control character or space at index ${i}"}` };
+  if (i >= 0)
+    return {
+      status: 400,
+      body: `{"error":"identity scope has a control character, a space or an invisible character at index ${i}"}`,
+    };
   return { status: 201 };
 }
 

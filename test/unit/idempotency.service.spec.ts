@@ -117,7 +117,7 @@ describe('IdempotencyService.begin: the key', () => {
     const { store, begin } = setup();
     expect(await httpError(begin(request(['a', 'b']), context, route()))).toEqual({
       status: 400,
-      reason: 'idempotency-key has a control character or space at index 2',
+      reason: 'idempotency-key has a control character, a space or an invisible character at index 2',
       code: 'key-invalid',
       headers: {},
     });
@@ -158,7 +158,7 @@ describe('IdempotencyService.begin: the key', () => {
     const { store, begin } = setup();
     expect(await httpError(begin(request('ab c'), context, route()))).toEqual({
       status: 400,
-      reason: 'idempotency-key has a control character or space at index 2',
+      reason: 'idempotency-key has a control character, a space or an invisible character at index 2',
       code: 'key-invalid',
       headers: {},
     });
@@ -202,7 +202,7 @@ describe('IdempotencyService.begin: a key sent as a Structured Field String', ()
     });
     expect(await begin(request('"  "'), context, route({ missingHeader: 'pass-through' }))).toBeUndefined();
     expect(await httpError(begin(request('"a b"'), context, route()))).toMatchObject({
-      reason: 'idempotency-key has a control character or space at index 1',
+      reason: 'idempotency-key has a control character, a space or an invisible character at index 1',
       code: 'key-invalid',
     });
     // Five characters, each escaped: 12 sent, the most a five-character key can take.
@@ -299,7 +299,7 @@ describe('IdempotencyService.begin: the identity scope', () => {
     });
     expect(await httpError(begin(request('k'), context, route({ identity: () => 'a b' })))).toEqual({
       status: 400,
-      reason: 'identity scope has a control character or space at index 1',
+      reason: 'identity scope has a control character, a space or an invisible character at index 1',
       code: 'scope-invalid',
       headers: {},
     });

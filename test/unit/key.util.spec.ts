@@ -68,9 +68,20 @@ describe('key decoding (Structured Field String, RFC 9651 §3.3.3)', () => {
 describe('key validation', () => {
   it('refuses every control character, DEL and space, naming the index', () => {
     for (let c = 0; c <= 0x20; c++) {
-      expect(keyViolation('k', `ab${String.fromCharCode(c)}`, 3, 10)).toBe('k has a control character or space at index 2');
+      expect(keyViolation('k', `ab${String.fromCharCode(c)}`, 3, 10)).toBe(
+        'k has a control character, a space or an invisible character at index 2',
+      );
     }
-    expect(keyViolation('k', 'a\x7f', 2, 10)).toBe('k has a control character or space at index 1');
+    expect(keyViolation('k', 'a\x7f', 2, 10)).toBe('k has a control character, a space or an invisible character at index 1');
+  });
+
+  // Issue 49 item 5: message and GraphQL keys took what no header can carry and no one can see.
+  it('refuses C1 controls (NEL), line separators, zero-width and direction marks and the BOM, naming the index', () => {
+    for (const c of [0x80, 0x85, 0x9f, 0x2028, 0x2029, 0x200b, 0x200e, 0x202e, 0x2060, 0x3000, 0xfeff]) {
+      expect(keyViolation('k', `ab${String.fromCharCode(c)}c`, 4, 10)).toBe(
+        'k has a control character, a space or an invisible character at index 2',
+      );
+    }
   });
 
   it('accepts printable ASCII and non-ASCII', () => {
