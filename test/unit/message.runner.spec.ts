@@ -66,4 +66,15 @@ describe('MessageRunner (the interceptor on @MessagePattern / @EventPattern hand
     // Both freed the key: the next delivery runs.
     expect(await refusal({ idempotencyKey: 'k-3' })).toBe('answered');
   });
+
+  // Issue 49 item 5: a generic "Internal server error", requeued up to maxAttempts with ack: true.
+  it('a payload nested too deep to fingerprint is refused as body-too-deep (not retryable), the handler never run', async () => {
+    const { refusal } = setup({ store: new InMemoryStore() });
+    let deep: Record<string, unknown> = { leaf: 1 };
+    for (let i = 0; i < 5_000; i++) deep = { next: deep };
+    let ran = 0;
+    const answer = await refusal({ idempotencyKey: 'k-deep', deep }, () => (ran++, of('ran')));
+    expect(answer).toMatchObject({ code: 'IDEMPOTENCY_BODY_TOO_DEEP', status: 400, retryable: false });
+    expect(ran).toBe(0);
+  });
 });
