@@ -175,8 +175,8 @@ export class RedisStore implements IdempotencyStore {
     return this.wakeups.announce(key);
   }
 
-  listen(listener: (key: string) => void, resumed?: () => void): Promise<void> {
-    return this.wakeups.listen(listener, resumed);
+  listen(listener: (key: string) => void): Promise<void> {
+    return this.wakeups.listen(listener);
   }
 
   private foreign(): void {

@@ -11,8 +11,10 @@ interface Subscriber extends RedisClientLike {
 /**
  * Wake-ups of waiting duplicates across processes on Redis pub/sub: one subscriber connection per
  * store (a duplicate of its client, so TLS, auth and Cluster nodes are the same), opened when a
- * duplicate first waits. ioredis subscribes again by itself after a reconnect; then every waiter
- * looks again, since what was announced meanwhile was not heard.
+ * duplicate first waits. ioredis subscribes again by itself after a reconnect. What was announced
+ * meanwhile is found by the waiters' next look, about a lease later: a reconnect is often a Redis
+ * that restarted, and one that kept nothing would hand a waiter that looked at once the key of a run
+ * still going (PostgreSQL, whose LISTEN connection can drop while its data stays, wakes every waiter).
  */
 export class RedisWakeups {
   private subscriber: Subscriber | undefined;
@@ -24,18 +26,13 @@ export class RedisWakeups {
     await client.publish!(SETTLED_CHANNEL, key);
   }
 
-  async listen(listener: (key: string) => void, resumed?: () => void): Promise<void> {
+  async listen(listener: (key: string) => void): Promise<void> {
     const client = await this.client();
     const subscriber = (this.subscriber = client.duplicate!() as Subscriber);
     // Its outages are the store client's too, which logs them; unheard, ioredis would print each one.
     subscriber.on('error', () => undefined);
     // Subscribed to one channel only: every message is a settled key.
     subscriber.on('message', (_channel: string, key: string) => listener(key));
-    // ioredis subscribes again by itself after a reconnect; what was published meanwhile is lost.
-    let connections = 0;
-    subscriber.on('ready', () => {
-      if (++connections > 1) resumed?.();
-    });
     try {
       await subscriber.subscribe(SETTLED_CHANNEL);
     } catch (err) {

@@ -4,8 +4,9 @@ import { ClientProxyFactory, type ClientProxy, MessagePattern, Payload, Transpor
 import { Test } from '@nestjs/testing';
 import { lastValueFrom } from 'rxjs';
 import { Idempotent, IdempotencyModule, RedisStore } from '../../lib/index.js';
+import { DuplicateWaiters } from '../../lib/waiting/duplicate.waiters.js';
 import { RedisServer, redisAvailable } from '../support/redis-server.js';
-import { sleep } from '../support/timing.js';
+import { sleep, until } from '../support/timing.js';
 
 /** Runs per key across both replicas: one process, so one counter. */
 const runs = new Map<string, number>();
@@ -64,6 +65,8 @@ describe.each(redisAvailable('message handlers on two replicas of the Redis tran
       );
       expect(replies).toEqual(keys.map((key) => ({ charged: key })));
       expect(keys.map((key) => runs.get(key))).toEqual(keys.map(() => 1));
+      // The replica that waited answers its replay after the run's reply: no wait is left behind.
+      await until(() => replicas.every((r) => r.get(DuplicateWaiters).size === 0), 20_000);
     }, 60_000);
   },
 );

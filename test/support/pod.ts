@@ -90,6 +90,11 @@ export class Pod {
     return exited;
   }
 
+  /** Whether the process has ended (a fault it was started with can end it by itself). */
+  get exited(): boolean {
+    return this.child.exitCode !== null || this.child.signalCode !== null;
+  }
+
   /** Sends a signal by PID: SIGSTOP and SIGCONT freeze and thaw the pod (a stop-the-world pause, a throttled container). */
   signal(signal: NodeJS.Signals): void {
     this.child.kill(signal);

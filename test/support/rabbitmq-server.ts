@@ -93,7 +93,9 @@ export class RabbitMqServer {
 
   async resume(): Promise<void> {
     const { env } = this;
-    this.epmd = track(spawn('epmd', ['-port', String(this.epmdPort), '-address', '127.0.0.1'], { stdio: 'ignore', env }));
+    if (!this.epmd || this.epmd.exitCode !== null) {
+      this.epmd = track(spawn('epmd', ['-port', String(this.epmdPort), '-address', '127.0.0.1'], { stdio: 'ignore', env }));
+    }
     this.broker = track(spawn(RABBITMQ, [], { cwd: this.dir, env, stdio: ['ignore', 'pipe', 'pipe'] }));
     this.broker.stdout?.on('data', (d) => this.output.push(String(d)));
     this.broker.stderr?.on('data', (d) => this.output.push(String(d)));
@@ -125,6 +127,20 @@ export class RabbitMqServer {
       .map((line) => line.trim().split(/\s+/))
       .find((cells) => cells[0] === name);
     return { ready: Number(row?.[1] ?? 0), unacked: Number(row?.[2] ?? 0) };
+  }
+
+  /**
+   * Stops the broker (SIGTERM: it writes what it holds, as an orderly restart of a node does) and
+   * starts it again on the same ports and data: durable queues and persistent messages survive.
+   */
+  async restart(): Promise<void> {
+    const broker = this.broker;
+    if (broker && broker.exitCode === null && broker.signalCode === null) {
+      const exited = new Promise((r) => broker.once('exit', r));
+      broker.kill('SIGTERM');
+      await exited;
+    }
+    await this.resume();
   }
 
   /** Kills the broker and its port mapper by PID, waits for both, and removes the temp folder. */
