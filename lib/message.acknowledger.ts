@@ -34,11 +34,20 @@ export interface Delivery {
 type Verdict = { kind: 'ack' } | { kind: 'reject' } | { kind: 'requeue'; pause: number };
 const RANK = { ack: 0, reject: 1, requeue: 2 } as const;
 
-/** The handlers of one delivery still to settle it, and what they came to so far. */
+/** The handlers of one delivery: how many Nest runs for it, how many began, how many are still to settle it, and what they came to so far. */
 interface Group {
+  expected: number;
+  joined: number;
   left: number;
   verdict: Verdict;
+  absent?: NodeJS.Timeout;
 }
+
+/**
+ * How long after one handler of a delivery settled the others must have begun: one a guard refused
+ * never reaches the module, and the delivery is then settled without it rather than left unacked.
+ */
+const ABSENT_HANDLER_MS = 10_000;
 
 /**
  * amqplib throws when the channel has closed meanwhile (a lost connection): the broker then
@@ -95,9 +104,11 @@ export class MessageAcknowledger {
     let group = this.groups.get(message);
     if (!group) {
       const pattern = typeof rpc.getPattern === 'function' ? deliveredPattern(rpc.getPattern()) : undefined;
-      group = { left: (pattern !== undefined && this.chained.get(pattern)) || 1, verdict: { kind: 'ack' } };
+      const expected = (pattern !== undefined && this.chained.get(pattern)) || 1;
+      group = { expected, joined: 0, left: expected, verdict: { kind: 'ack' } };
       this.groups.set(message, group);
     }
+    group.joined++;
     const joined = group;
     const settleWith = (verdict: Verdict): void => this.settle(joined, verdict, channel, message);
     return {
@@ -132,7 +143,17 @@ export class MessageAcknowledger {
 
   private settle(group: Group, verdict: Verdict, channel: Channel, message: object): void {
     if (RANK[verdict.kind] > RANK[group.verdict.kind]) group.verdict = verdict;
-    if (--group.left > 0) return;
+    if (--group.left <= 0) return this.finish(group, channel, message);
+    group.absent ??= setTimeout(() => {
+      // The handlers that never began (a guard refused them) will not settle it.
+      group.left -= group.expected - group.joined;
+      group.expected = group.joined;
+      if (group.left <= 0) this.finish(group, channel, message);
+    }, ABSENT_HANDLER_MS).unref();
+  }
+
+  private finish(group: Group, channel: Channel, message: object): void {
+    clearTimeout(group.absent);
     this.groups.delete(message);
     const final = group.verdict;
     if (final.kind === 'ack') {

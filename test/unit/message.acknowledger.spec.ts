@@ -1,4 +1,4 @@
-import { describe, expect, it } from '@jest/globals';
+import { describe, expect, it, jest } from '@jest/globals';
 import { type CallHandler, Controller } from '@nestjs/common';
 import { ExecutionContextHost } from '@nestjs/core/helpers/execution-context-host.js';
 import { EventPattern, MessagePattern, RpcException } from '@nestjs/microservices';
@@ -212,5 +212,72 @@ describe('MessageAcknowledger and the message key (RabbitMQ manual acks, NATS id
     delivery('again').done('again');
     delivery('again').failed(new IdempotencyException(409, 'an inner key is busy'), 'again');
     expect(channel.calls).toEqual(['reject first', 'ack again']);
+  });
+
+  // Issue 44 item 1: two ack: true handlers Nest chained on one event acked, then nacked, one delivery.
+  describe('the handlers Nest chains on one event settle its delivery once', () => {
+    class Billing {
+      @EventPattern('order.paid')
+      @Idempotent({ ack: true })
+      paid(_data: unknown) {}
+    }
+    class Mailer {
+      @EventPattern(['order.paid', 'order.refunded'])
+      @Idempotent({ ack: true })
+      paid(_data: unknown) {}
+    }
+    const route = { id: 'Billing.paid', message: { ack: true, maxAttempts: 3 } } as ResolvedRouteOptions;
+    /** One amqplib message per delivery id: the object every handler of the delivery is given. */
+    const messages = new Map<string, object>();
+    const delivery = (acks: MessageAcknowledger, channel: FakeChannel, id: string, pattern = 'order.paid') => {
+      if (!messages.has(id)) messages.set(id, { id, properties: { messageId: id } });
+      const ctx = { getMessage: () => messages.get(id), getChannelRef: () => channel, getPattern: () => pattern };
+      return acks.delivery(new ExecutionContextHost([{}, ctx]), route)!;
+    };
+    const registered = () => {
+      const acks = new MessageAcknowledger();
+      acks.register(Billing.prototype.paid);
+      acks.register(Mailer.prototype.paid);
+      return acks;
+    };
+
+    it('acked once when both are done; requeued once when one can still succeed; rejected when none can', async () => {
+      const acks = registered();
+      const channel = new FakeChannel();
+      const [a, b] = [delivery(acks, channel, 'd1'), delivery(acks, channel, 'd1')];
+      a.done('k');
+      expect(channel.calls).toEqual([]);
+      b.done('k');
+      const [c, d] = [delivery(acks, channel, 'd2'), delivery(acks, channel, 'd2')];
+      c.done('k2');
+      d.failed(new Error('mail server down'), 'k2');
+      const [e, f] = [delivery(acks, channel, 'd3'), delivery(acks, channel, 'd3')];
+      e.failed(IdempotencyException.of('key-reused', 'other data'), 'k3');
+      f.unreadable('no key');
+      await until(() => channel.calls.length === 3);
+      expect(channel.calls).toEqual(['ack d1', 'reject d3', 'requeue d2']);
+      // A pattern only one of them has: one handler, settled at once.
+      delivery(acks, channel, 'd4', 'order.refunded').done('k4');
+      delivery(acks, channel, 'd5', 'order.unknown').done('k5');
+      expect(channel.calls.slice(3)).toEqual(['ack d4', 'ack d5']);
+    });
+
+    it('a handler that never began (a guard refused it) does not hold the delivery: settled without it after a while', () => {
+      jest.useFakeTimers();
+      const acks = registered();
+      const channel = new FakeChannel();
+      delivery(acks, channel, 'd6').done('k6');
+      jest.advanceTimersByTime(9_999);
+      expect(channel.calls).toEqual([]);
+      jest.advanceTimersByTime(1);
+      expect(channel.calls).toEqual(['ack d6']);
+      // Both began: the late one is waited for, however long it runs.
+      const [g, h] = [delivery(acks, channel, 'd7'), delivery(acks, channel, 'd7')];
+      g.done('k7');
+      jest.advanceTimersByTime(60_000);
+      expect(channel.calls).toEqual(['ack d6']);
+      h.done('k7');
+      expect(channel.calls).toEqual(['ack d6', 'ack d7']);
+    });
   });
 });
