@@ -3,7 +3,10 @@ import { Controller, Injectable, type INestMicroservice } from '@nestjs/common';
 import { Ctx, EventPattern, MessagePattern, Payload, type RmqContext, type RmqOptions, Transport } from '@nestjs/microservices';
 import { Test } from '@nestjs/testing';
 import amqp from 'amqplib';
+import request from 'supertest';
 import { IdempotencyAdmin, Idempotent, IdempotencyModule, InMemoryStore } from '../../lib/index.js';
+import { startApp } from '../support/app.js';
+import { Gate, Runs as HttpRuns, TestController } from '../support/fixtures.js';
 import { spyOnLogger } from '../support/logger.js';
 import { RabbitMqServer, rabbitAvailable } from '../support/rabbitmq-server.js';
 import { until } from '../support/timing.js';
@@ -95,6 +98,8 @@ describe.each(rabbitAvailable('message handlers on RabbitMQ') ? [['RabbitMQ']] :
     let channel: amqp.Channel;
     let service: INestMicroservice;
     const runs = new Runs();
+    /** One store for the consumer and an HTTP app beside it, as one process (or one Redis) serves both. */
+    const store = new InMemoryStore();
     const logs = spyOnLogger();
     const errored = (): string[] => logs.errors.mock.calls.map((args: unknown[]) => String(args[0]));
 
@@ -104,7 +109,7 @@ describe.each(rabbitAvailable('message handlers on RabbitMQ') ? [['RabbitMQ']] :
       channel = await connection.createChannel();
       await channel.assertQueue(PARKED, { durable: false });
       const moduleRef = await Test.createTestingModule({
-        imports: [IdempotencyModule.forRoot({ store: new InMemoryStore() })],
+        imports: [IdempotencyModule.forRoot({ store })],
         controllers: [Billing, Mailer],
         providers: [{ provide: Runs, useValue: runs }],
       }).compile();
@@ -199,6 +204,27 @@ describe.each(rabbitAvailable('message handlers on RabbitMQ') ? [['RabbitMQ']] :
       expect(errored()).toContainEqual(
         expect.stringContaining('message "total-9" was rejected without requeue (result-unstorable)'),
       );
+    });
+
+    // Issue 49 item 1: a web client that sent the next message's id as its key got that message
+    // refused as key-reused and dead-lettered, for the whole TTL.
+    it("an HTTP client that sends a message's id as its Idempotency-Key cannot block the message", async () => {
+      const web = await startApp('express', {
+        imports: [IdempotencyModule.forRoot({ store })],
+        controllers: [TestController],
+        providers: [HttpRuns, Gate],
+      });
+      // Last: closing this app closes the store it shares with the consumer.
+      try {
+        const sent = await request(web.getHttpServer()).post('/payments').set('Idempotency-Key', 'pay-11').send({ any: 'thing' });
+        expect(sent.status).toBe(201);
+        publish('order.total', { orderId: 'o-11' }, { messageId: 'pay-11' });
+        await until(() => runs.of('billing.total:o-11') === 1, 20_000);
+        await drained();
+        expect(await parked()).toEqual([]);
+      } finally {
+        await web.close();
+      }
     });
   },
 );
