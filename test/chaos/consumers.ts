@@ -3,6 +3,7 @@ import { Pod } from '../support/pod.js';
 import { PostgresServer } from '../support/postgres-server.js';
 import { RabbitMqServer } from '../support/rabbitmq-server.js';
 import { sleep } from '../support/timing.js';
+import { markdownTable } from './runner.js';
 import { random } from './workload.js';
 
 // The fault-injection run of a message surface: the ledger sample consuming `charge.requested` from
@@ -234,7 +235,5 @@ export function consumerTable(results: readonly ConsumerResult[]): string {
     String(r.left),
     String(r.violations.length),
   ]);
-  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const line = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(' | ')} |`;
-  return [line(head), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...rows.map(line)].join('\n');
+  return markdownTable(head, rows);
 }

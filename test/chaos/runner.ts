@@ -174,7 +174,12 @@ export function table(results: readonly ScenarioResult[]): string {
     String(r.maxAfterHealMs),
     String(r.violations.length),
   ]);
+  return markdownTable(head, rows);
+}
+
+/** A Markdown table whose columns line up: the head, its rule, the rows. */
+export function markdownTable(head: readonly string[], rows: readonly string[][]): string {
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  const line = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(' | ')} |`;
+  const line = (cells: readonly string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(' | ')} |`;
   return [line(head), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...rows.map(line)].join('\n');
 }
