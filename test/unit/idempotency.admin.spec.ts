@@ -41,6 +41,24 @@ describe('IdempotencyAdmin', () => {
     expect((await a.inspect('k'))?.fingerprint).toBe('fp-unscoped');
   });
 
+  // Issue 49 item 5: the runbook for an unreadable record could not reach GraphQL records.
+  it("names a mutation's, a message handler's and an inbox consumer's records, under a scope too; at most one of them", async () => {
+    const cache = new InMemoryStore();
+    const a = admin({ store: cache });
+    const claimed = (storeKey: string, fingerprint: string) => cache.claim(storeKey, { owner: 'o', fingerprint, leaseMs: 5000 });
+    await claimed('idem:alice%GRefunds.refund:k', 'fp-mutation');
+    await claimed('idem:%%MOrders.created:k', 'fp-message');
+    await claimed('idem:t%3A1%IOrders:k', 'fp-inbox');
+    expect((await a.inspect('k', { mutation: 'Refunds.refund', scope: 'alice' }))?.fingerprint).toBe('fp-mutation');
+    expect((await a.inspect('k', { messageHandler: 'Orders.created' }))?.fingerprint).toBe('fp-message');
+    expect((await a.inspect('k', { consumer: 'Orders', scope: 't:1' }))?.fingerprint).toBe('fp-inbox');
+    expect(await a.inspect('k')).toBeUndefined();
+    expect(await a.forget('k', { mutation: 'Refunds.refund', scope: 'alice' })).toBe(true);
+    for (const target of [{ mutation: 'A.b', consumer: 'C' }, { messageHandler: '' }, { consumer: 5 }]) {
+      await expect(a.inspect('k', target as never)).rejects.toThrow('IdempotencyAdmin: name at most one of consumer');
+    }
+  });
+
   it('passes on an error of the store that is not about a sealed record', async () => {
     class Broken extends InMemoryStore {
       override peek(): never {
