@@ -12,6 +12,8 @@ import '../unit/route-options.resolver.spec.js';
 import '../unit/sql-states.spec.js';
 import '../unit/inbox.context.spec.js';
 import '../unit/lossy-value.spec.js';
+import '../unit/stored-value.spec.js';
+import '../unit/message-patterns.util.spec.js';
 import '../unit/completer.backoff.spec.js';
 import '../unit/message.runner.spec.js';
 import '../unit/message.acknowledger.spec.js';
