@@ -118,8 +118,8 @@ export class MessageRunner {
     } catch (err) {
       const why = LOGS.unreadableMessage(err instanceof IdempotencyException && err.code ? err.code : firstLine(err));
       if (!delivery) this.logger.error(LOGS.messageRefused(route.id, why));
-      else if (event) return void delivery.unreadable(why);
       else delivery.unreadable(why);
+      if (delivery && event) return undefined;
       throw await this.refusal(err);
     }
   }
