@@ -65,6 +65,7 @@ export type {
   HeldEntry,
   PeekedEntry,
   OwnedKey,
+  StoreNeeds,
 } from './interfaces/idempotency-store.interface.js';
 export type { StoredResponse } from './interfaces/stored-response.interface.js';
 export type { IdempotencyTransactions, SqlExecutor } from './interfaces/idempotency-transactions.interface.js';

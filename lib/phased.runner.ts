@@ -49,7 +49,7 @@ export class PhasedRunner {
     try {
       point = await store.recoveryPoint!(claim.storeKey);
     } catch (err) {
-      this.deps.logger.error(LOGS.claimFailed(route.id, (err as Error).message));
+      this.deps.logger.error(LOGS.recoveryPointUnread(route.id, (err as Error).message));
       const unavailable = IdempotencyException.of('store-unavailable', MESSAGES.unavailable);
       await this.service.release(claim, 'store-unavailable', unavailable);
       throw unavailable;

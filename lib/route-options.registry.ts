@@ -43,6 +43,8 @@ function readsKey(type: object, handler: object): boolean {
 @Injectable()
 export class RouteOptionsRegistry {
   private readonly routes = new WeakMap<object, ResolvedRouteOptions>();
+  /** Some resolved route has `atomicPhases`: the store's recovery points must work (the health check asks). */
+  usesRecoveryPoints = false;
 
   constructor(@Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions) {}
 
@@ -61,6 +63,7 @@ export class RouteOptionsRegistry {
       if (Reflect.getMetadata(NEST_HOST_METADATA, type) !== undefined) resolved = { ...resolved, hostScoped: true };
       // Decided here, not per request: a WeakMap entry per request cost more garbage collection than the lookup.
       if (readsKey(type, handler)) resolved = { ...resolved, readsKey: true };
+      if (resolved.atomicPhases) this.usesRecoveryPoints = true;
       this.routes.set(handler, resolved);
     }
     return resolved;

@@ -30,4 +30,6 @@ export const IDEMPOTENCY_ERRORS: Readonly<Record<IdempotencyErrorCode, Idempoten
   'result-unstorable': { status: 500, retryAfter: false },
   // One GraphQL request past maxMutationsPerRequest: the client splits it; the ones before it ran.
   'too-many-mutations': { status: 400, retryAfter: false },
+  // An atomicPhases run resumed by a handler whose phases changed: not continued until an operator acts.
+  'phases-changed': { status: 500, retryAfter: false },
 };

@@ -2,6 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { IDEMPOTENCY_MODULE_OPTIONS } from '../idempotency.constants.js';
 import { FAILURES } from '../messages/operator.messages.js';
 import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
+import { RouteOptionsRegistry } from '../route-options.registry.js';
 import { withTimeout } from '../utils/timeout.util.js';
 
 /** How long a store may take to answer the health check by default, in ms. */
@@ -22,12 +23,15 @@ export type IdempotencyHealthResult<Key extends string = string> = Record<
 /**
  * A health indicator for `@nestjs/terminus`: up when the idempotency store answers a ping within the
  * timeout, down with the store's error sentence otherwise (a down store means every `@Idempotent()`
- * request gets 503). It returns Terminus's result shape and imports nothing of Terminus, so it costs
+ * request gets 503; a store without the recovery points `atomicPhases` routes use is down too). It returns Terminus's result shape and imports nothing of Terminus, so it costs
  * nothing where Terminus is not installed: `health.check([() => idempotency.isHealthy('idempotency')])`.
  */
 @Injectable()
 export class IdempotencyHealthIndicator {
-  constructor(@Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions) {}
+  constructor(
+    @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+    private readonly routes: RouteOptionsRegistry,
+  ) {}
 
   async isHealthy<Key extends string>(key: Key, options: IdempotencyHealthOptions = {}): Promise<IdempotencyHealthResult<Key>> {
     const { store } = this.options;
@@ -36,7 +40,8 @@ export class IdempotencyHealthIndicator {
     const startedAt = performance.now();
     try {
       if (typeof store.ping !== 'function') throw new Error(FAILURES.noPing(name));
-      await withTimeout(store.ping(), timeoutMs, () => new Error(FAILURES.pingTimeout(timeoutMs)));
+      const needs = { recoveryPoints: this.routes.usesRecoveryPoints };
+      await withTimeout(store.ping(needs), timeoutMs, () => new Error(FAILURES.pingTimeout(timeoutMs)));
       const latencyMs = Math.round((performance.now() - startedAt) * 100) / 100;
       return { [key]: { status: 'up', store: name, latencyMs } } as IdempotencyHealthResult<Key>;
     } catch (err) {

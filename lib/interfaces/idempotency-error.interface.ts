@@ -18,6 +18,7 @@ export type IdempotencyErrorCode =
   | 'response-too-large'
   | 'result-unstorable'
   | 'too-many-mutations'
+  | 'phases-changed'
   | 'shutting-down'
   | 'transaction-aborted';
 

@@ -49,6 +49,12 @@ export type HeldEntry = Exclude<ClaimOutcome, { state: 'claimed' }>;
 /** What {@link IdempotencyStore.peek} finds under a key: its claim or record, and when that expires (epoch ms). */
 export type PeekedEntry = HeldEntry & { readonly expiresAt: number };
 
+/** What the application's routes need of a store, for {@link IdempotencyStore.ping}. */
+export interface StoreNeeds {
+  /** Some route has `atomicPhases: true` (or a completer runs): {@link IdempotencyStore.recoveryPoint} and the rest must work. */
+  readonly recoveryPoints?: boolean;
+}
+
 /**
  * The store contract the interceptor relies on. Every method is one atomic step (one round trip
  * for a remote store): there is no get-then-set anywhere, so two pods can never both win a key.
@@ -87,9 +93,10 @@ export interface IdempotencyStore {
   watchEvictions?(listener: (key: string) => void): void;
   /**
    * Resolves when the store answers a trivial request (PING, `SELECT 1`), rejects with its error
-   * otherwise: what `IdempotencyHealthIndicator` asks. Cheap, and never touches a key.
+   * otherwise: what `IdempotencyHealthIndicator` asks. Cheap, and never touches a key. `needs` names
+   * what the application's routes use: a store that cannot serve it (a missing table) rejects.
    */
-  ping?(): Promise<void>;
+  ping?(needs?: StoreNeeds): Promise<void>;
   /**
    * What the key holds, read without changing it (no claim, no touch): for inspection by an operator
    * (`IdempotencyAdmin`), never on the request path. `undefined` when it holds nothing live of ours.

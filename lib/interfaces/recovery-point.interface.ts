@@ -4,6 +4,11 @@ export interface RecoveryPoint {
   readonly fingerprint: string;
   /** Each committed phase's result, by phase name, as JSON values. */
   readonly results: Readonly<Record<string, unknown>>;
+  /**
+   * The names of {@link results} in the order the phases committed; without it, the order of
+   * `results`' keys (a store that cannot tell leaves it out).
+   */
+  readonly phases?: readonly string[];
   /** The `@PhasedWorkflow()` the run is, when it is one: what a completer runs again, with its `input`. */
   readonly workflow?: string;
   readonly input?: unknown;

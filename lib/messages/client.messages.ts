@@ -30,6 +30,8 @@ export const MESSAGES = {
   unreadable: 'the stored response for this key cannot be read at the moment; retry shortly',
   unstorable: (type: string) =>
     `the work with this key ran, but its result (${type}) cannot be stored as JSON, so it cannot be returned again; it does not run again`,
+  phasesChanged:
+    'the request with this key was started by an earlier version of the handler, whose steps this version does not take in the same order; it was not continued, and an operator has been told',
   noScope: 'the caller scope of this request could not be resolved',
   transactionTimedOut: (header: string) =>
     `the request ran past its transaction timeout and was rolled back; another request with this ${header} may be running, retry shortly`,
@@ -54,6 +56,7 @@ export const PROBLEM_TITLES: Readonly<Record<IdempotencyErrorCode, string>> = {
   'response-too-large': 'Response was too large to keep',
   'result-unstorable': 'Result could not be stored',
   'too-many-mutations': 'Too many idempotent mutations in one request',
+  'phases-changed': "Handler's phases changed since the run started",
   'shutting-down': 'Server is shutting down',
   'transaction-aborted': 'Transaction was aborted',
 };

@@ -12,6 +12,10 @@ export const LOGS = {
   fingerprintUnverifiable: (route: string, tag: string) =>
     `${route}: the key's stored fingerprint was made by another fingerprint setting (${tag}), which cannot be recomputed here; taking the request as the same one (a replay or 409, never a second run)`,
   claimFailed: (route: string, reason: string) => `${route}: claim failed, answering 503: ${reason}`,
+  phasesChanged: (key: string, next: string, done: readonly string[], skipped: readonly string[]) =>
+    `phased run of key ${JSON.stringify(key)}: an earlier attempt committed ${JSON.stringify(done)}, and this one reached ${JSON.stringify(next)} before ${JSON.stringify(skipped)}: the handler's phases changed since (a deploy?). Not run, answering 500 on every retry; finish the run by hand and forget the key (IdempotencyAdmin), or deploy the phases in their earlier order`,
+  recoveryPointUnread: (route: string, reason: string) =>
+    `${route}: the key was claimed but its recovery point could not be read, so the key is released and the request answered 503 (the health check says why when the recovery points' table is missing): ${reason}`,
   unreadable: (route: string, reason: string) => `${route}: answering 503: ${reason}`,
   takenOver: (route: string) => `${route}: response not stored: the claim had expired and the key was taken over`,
   commitFailed: (route: string) => `${route}: response not stored: the store did not answer for a lease; the claim expires`,
@@ -110,6 +114,9 @@ export const FAILURES = {
   noTable: 'the table does not exist (createSchema is false: run schemaSql() in a migration)',
   column: (name: string, type: string, got: string | undefined) =>
     got === undefined ? `column ${name} (${type}) is missing` : `column ${name} is ${got}, not ${type}`,
+  noPhasesTable: (table: string) => `the recovery points' table ${table} is missing`,
+  phasesUnusable: (store: string, why: string) =>
+    `${store}: atomicPhases routes answer 503: ${why} (createSchema is false: apply the migrations 002 and 004, or schemaSql())`,
   noPrimaryKey: 'column key is not its primary key (two claims of one key could both succeed)',
   noClaimFunction: (name: string) => `the claim function ${name} is missing (run this release's schemaSql())`,
   schemaMismatch: (store: string, table: string, problems: string[]) =>

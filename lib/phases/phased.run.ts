@@ -1,7 +1,10 @@
+import { Logger } from '@nestjs/common';
 import { createHash } from 'node:crypto';
+import { IdempotencyException } from '../exceptions/idempotency.exception.js';
 import { LeaseLost } from '../exceptions/lease-lost.error.js';
 import { FINISHED } from '../idempotency.constants.js';
-import { FAILURES } from '../messages/operator.messages.js';
+import { MESSAGES } from '../messages/client.messages.js';
+import { FAILURES, LOGS } from '../messages/operator.messages.js';
 import type { ActiveClaim } from '../interfaces/active-claim.interface.js';
 import type { IdempotencyRecord, IdempotencyStore } from '../interfaces/idempotency-store.interface.js';
 import type { IdempotencyTransactions, SqlExecutor } from '../interfaces/idempotency-transactions.interface.js';
@@ -60,7 +63,7 @@ export class PhasedRun {
     private readonly completing = false,
   ) {
     this.results = point?.results ?? {};
-    this.done = Object.keys(this.results).filter((name) => name !== FINISHED);
+    this.done = (point?.phases ?? Object.keys(this.results)).filter((name) => name !== FINISHED);
   }
 
   /**
@@ -88,6 +91,8 @@ export class PhasedRun {
   async phase<T>(name: string, work: (sql: SqlExecutor) => T | Promise<T>): Promise<T> {
     this.use(name);
     if (Object.hasOwn(this.results, name)) return this.results[name] as T;
+    const changed = this.changed(name);
+    if (changed) throw changed;
     return this.advance(name, work);
   }
 
@@ -104,6 +109,8 @@ export class PhasedRun {
   ): Promise<T> {
     this.use(name);
     if (Object.hasOwn(this.results, name)) return this.results[name] as T;
+    const changed = this.changed(name);
+    if (changed) throw changed;
     const result = await this.guard(() => call(this.keyFor(name)));
     return this.advance(name, record ? (sql) => record(sql, result) : () => result as unknown as T);
   }
@@ -117,6 +124,8 @@ export class PhasedRun {
     if (this.finishing) return Promise.reject(new Error(FAILURES.phaseTwice(FINISHED)));
     // A completer ran it: its writes are committed, and its value is the response to render now.
     if (Object.hasOwn(this.results, FINISHED)) return Promise.resolve(this.results[FINISHED] as T);
+    const changed = this.changed(FINISHED);
+    if (changed) return Promise.reject(changed);
     if (this.completing) return this.advance(FINISHED, respond);
     const finishing: Finishing = { handedOver: false, deliver: () => {}, abandon: () => {}, outcome: Promise.resolve() };
     const response = new Promise<StoredResponse>((resolve, reject) => {
@@ -196,6 +205,18 @@ export class PhasedRun {
       if (this.endedBy === undefined && endsTheRun(err)) this.endedBy = err;
       throw err;
     }
+  }
+
+  /**
+   * The refusal of new work (`name`) while a phase an earlier attempt committed has not been reached:
+   * the handler's phases changed (a deploy reordered, renamed or removed them), and going on could
+   * write a charge with no ride. A retry meets the same refusal (500) until an operator acts.
+   */
+  private changed(name: string): IdempotencyException | undefined {
+    const skipped = this.done.filter((phase) => !this.used.has(phase));
+    if (skipped.length === 0) return undefined;
+    new Logger('Idempotency').error(LOGS.phasesChanged(this.claim.storeKey, name, this.done, skipped));
+    return IdempotencyException.of('phases-changed', MESSAGES.phasesChanged);
   }
 
   private use(name: string): void {

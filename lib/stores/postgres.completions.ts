@@ -2,57 +2,36 @@ import { FINISHED } from '../idempotency.constants.js';
 import type { AbandonedRun, PhaseAdvance, RecoveryPoint } from '../interfaces/recovery-point.interface.js';
 import type { OwnedKey } from '../interfaces/idempotency-store.interface.js';
 import type { SqlExecutor } from '../interfaces/idempotency-transactions.interface.js';
-import { derivedName, type PostgresNames } from './postgres.schema.js';
-
-/** The table of recovery points (`atomicPhases` routes), beside the records: `<table>_phases`. */
-export const PHASES_SUFFIX = 'phases';
-
-/**
- * The recovery points' DDL: one row per key whose phased run has committed a phase and not finished,
- * the results of its phases by name. A row of its own, not columns of the record's: a claim's row is
- * deleted when the handler fails and taken over (reset) when its lease lapses, and both must leave the
- * recovery point for the retry that resumes. It lives for the route's ttl from its last phase.
- */
-export function phasesSchemaSql({ schema, table }: PostgresNames): string {
-  const t = `"${schema}"."${derivedName(table, PHASES_SUFFIX)}"`;
-  return `CREATE TABLE IF NOT EXISTS ${t} (
-  key text PRIMARY KEY,
-  fingerprint text NOT NULL,
-  results jsonb NOT NULL,
-  workflow text,
-  input jsonb,
-  updated_at timestamptz NOT NULL,
-  expires_at timestamptz NOT NULL
-);
-CREATE INDEX IF NOT EXISTS "${derivedName(table, 'phases_expires_at')}" ON ${t} (expires_at);
-`;
-}
+import { jsonbSafe } from './postgres.jsonb.js';
 
 /** What a recovery point's row is read as. */
-const POINT_COLUMNS = 'fingerprint, results::text AS results, workflow, input::text AS input';
+const POINT_COLUMNS = 'fingerprint, results::text AS results, texts::text AS texts, workflow, input::text AS input, input_text';
 
 interface PointRow {
   fingerprint: string;
   results: string;
+  texts: string | null;
   workflow: string | null;
   input: string | null;
+  input_text: string | null;
 }
 
+/**
+ * The results by name, with the phases in commit order: first those only an earlier release wrote
+ * (`jsonb`'s order), then this release's exact texts in the order they were committed.
+ */
 function pointOf(row: PointRow): RecoveryPoint {
-  const point = { fingerprint: row.fingerprint, results: JSON.parse(row.results) as Record<string, unknown> };
-  return row.workflow === null ? point : { ...point, workflow: row.workflow, input: JSON.parse(row.input ?? 'null') as unknown };
+  const stored = JSON.parse(row.results) as Record<string, unknown>;
+  const exact = JSON.parse(row.texts ?? '[]') as [string, string][];
+  const named = new Set(exact.map(([phase]) => phase));
+  const phases = [...Object.keys(stored).filter((phase) => !named.has(phase)), ...exact.map(([phase]) => phase)];
+  const results: Record<string, unknown> = {};
+  for (const phase of phases) results[phase] = stored[phase];
+  for (const [phase, json] of exact) results[phase] = JSON.parse(json);
+  const point = { fingerprint: row.fingerprint, results, phases };
+  if (row.workflow === null) return point;
+  return { ...point, workflow: row.workflow, input: JSON.parse(row.input_text ?? row.input ?? 'null') as unknown };
 }
-
-/** The recovery point's columns, as the verifier checks them. */
-export const PHASES_COLUMNS: Readonly<Record<string, string>> = {
-  key: 'text',
-  fingerprint: 'text',
-  results: 'jsonb',
-  workflow: 'text',
-  input: 'jsonb',
-  updated_at: 'timestamp with time zone',
-  expires_at: 'timestamp with time zone',
-};
 
 /** One claim's commit, as {@link PostgresCompletions.completeAll} takes it. */
 export interface Completion {
@@ -148,7 +127,8 @@ export class PostgresCompletions {
            AND NOT EXISTS (SELECT 1 FROM ${this.records} r WHERE r.key = p.key AND r.expires_at > clock_timestamp())
          ORDER BY p.updated_at LIMIT $2 FOR UPDATE OF p SKIP LOCKED)
        UPDATE ${this.phases} p SET updated_at = clock_timestamp() FROM taken WHERE p.key = taken.key
-       RETURNING p.key, p.fingerprint, p.results::text AS results, p.workflow, p.input::text AS input`,
+       RETURNING p.key, p.fingerprint, p.results::text AS results, p.texts::text AS texts, p.workflow, p.input::text AS input,
+         p.input_text`,
       [idleMs, limit],
     )) as (PointRow & { key: string })[];
     return rows.map((row) => ({ key: row.key, ...pointOf(row) }));
@@ -157,17 +137,20 @@ export class PostgresCompletions {
   /**
    * Adds a phase's result, fenced: the UPDATE of the caller's own claim (which also renews its lease)
    * locks its row until the caller's transaction ends, so a retry cannot take the key over between the
-   * fence and COMMIT; a claim that is not the caller's any more matches nothing and adds nothing.
+   * fence and COMMIT; a claim that is not the caller's any more matches nothing and adds nothing. The
+   * exact text is appended to `texts`; `results` and `input` get what `jsonb` can hold of it.
    */
   async advance(sql: SqlExecutor, key: string, owner: string, point: PhaseAdvance): Promise<boolean> {
     const [row] = (await sql.query(
       `WITH mine AS (UPDATE ${this.records} SET expires_at = clock_timestamp() + $1::bigint * interval '1 millisecond'
          WHERE key = $2 AND owner = $3 AND state = 0 RETURNING key),
-       point AS (INSERT INTO ${this.phases} AS p (key, fingerprint, results, workflow, input, updated_at, expires_at)
-         SELECT key, $4, jsonb_build_object($5::text, $6::jsonb), $7, $8::jsonb, clock_timestamp(),
-           clock_timestamp() + $9::bigint * interval '1 millisecond' FROM mine
-         ON CONFLICT (key) DO UPDATE SET results = p.results || EXCLUDED.results, workflow = coalesce(p.workflow, EXCLUDED.workflow),
-           input = coalesce(p.input, EXCLUDED.input), updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at
+       point AS (INSERT INTO ${this.phases} AS p (key, fingerprint, results, texts, workflow, input, input_text, updated_at, expires_at)
+         SELECT key, $4, jsonb_build_object($5::text, $6::jsonb), jsonb_build_array(jsonb_build_array($7::text, $8::text)),
+           $9, $10::jsonb, $11, clock_timestamp(), clock_timestamp() + $12::bigint * interval '1 millisecond' FROM mine
+         ON CONFLICT (key) DO UPDATE SET results = p.results || EXCLUDED.results,
+           texts = coalesce(p.texts, '[]'::jsonb) || EXCLUDED.texts, workflow = coalesce(p.workflow, EXCLUDED.workflow),
+           input = coalesce(p.input, EXCLUDED.input), input_text = coalesce(p.input_text, EXCLUDED.input_text),
+           updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at
          RETURNING 1)
        SELECT count(*)::int AS advanced FROM point`,
       [
@@ -176,8 +159,11 @@ export class PostgresCompletions {
         owner,
         point.fingerprint,
         point.phase,
+        jsonbSafe(point.result),
+        point.phase,
         point.result,
         point.workflow ?? null,
+        point.input === undefined ? null : jsonbSafe(point.input),
         point.input ?? null,
         point.ttlMs,
       ],

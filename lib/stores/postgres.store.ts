@@ -1,5 +1,4 @@
 import { Logger } from '@nestjs/common';
-import { LOGS } from '../messages/operator.messages.js';
 import type {
   ClaimOutcome,
   IdempotencyClaim,
@@ -7,6 +6,7 @@ import type {
   IdempotencyStore,
   OwnedKey,
   PeekedEntry,
+  StoreNeeds,
 } from '../interfaces/idempotency-store.interface.js';
 import type { SqlExecutor } from '../interfaces/idempotency-transactions.interface.js';
 import type { AbandonedRun, PhaseAdvance, RecoveryPoint } from '../interfaces/recovery-point.interface.js';
@@ -17,10 +17,11 @@ import {
   SERVER_FIRST_MS,
 } from './postgres-store.options.js';
 import { resolvePostgresOptions } from './postgres-options.resolver.js';
-import { PHASES_SUFFIX, phasesSchemaSql, PostgresCompletions } from './postgres.completions.js';
+import { PostgresCompletions } from './postgres.completions.js';
+import { PHASES_SUFFIX } from './postgres.phases-schema.js';
 import { createPostgresPool } from './postgres.pool.js';
-import { CLAIM_SUFFIX, claimReadsFirstSql, derivedName, postgresSchemaSql, type PostgresNames } from './postgres.schema.js';
-import { createPostgresSchema, verifyPostgresTable } from './postgres.verifier.js';
+import { CLAIM_SUFFIX, derivedName, type PostgresNames } from './postgres.schema.js';
+import { PostgresSchemaCheck } from './postgres.schema-check.js';
 import { NORMAL, PoolLanes, RENEWAL, URGENT, type Lane } from './pool.lanes.js';
 import { StatementNames } from './postgres.statement-names.js';
 import { sweepExpired } from './postgres.sweep.js';
@@ -52,8 +53,7 @@ export class PostgresStore implements IdempotencyStore {
   private lanes: PoolLanes | undefined;
   private readonly wakeups: PostgresWakeups;
   private readonly completions: PostgresCompletions;
-  /** The recovery points' table exists (migration 002): its rows are swept too. */
-  private hasPhases = false;
+  private readonly schema: PostgresSchemaCheck;
   /** Set when `preparedStatements`. */
   private readonly statementNames: StatementNames | undefined;
   private readonly claims: PostgresClaims;
@@ -65,6 +65,7 @@ export class PostgresStore implements IdempotencyStore {
     this.timeoutMs = resolved.statementTimeoutMs;
     this.readTimeoutMs = this.timeoutMs + SERVER_FIRST_MS;
     this.poolSize = resolved.poolSize;
+    this.schema = new PostgresSchemaCheck(this.names, this.readTimeoutMs);
     this.statementNames = resolved.preparedStatements ? new StatementNames() : undefined;
     this.wakeups = new PostgresWakeups(options, this.logger);
     this.completions = new PostgresCompletions(this.qualified(), this.qualified(PHASES_SUFFIX));
@@ -86,9 +87,9 @@ export class PostgresStore implements IdempotencyStore {
     this.sweeper = new SqlSweeper(resolved.sweepIntervalMs, () => this.sweep(), this.logger);
   }
 
-  /** The DDL the store runs with `createSchema` (the default): migrations 001 to 003 for your names. */
+  /** The DDL the store runs with `createSchema` (the default): migrations 001 to 004 for your names. */
   schemaSql(): string {
-    return postgresSchemaSql(this.names) + phasesSchemaSql(this.names) + claimReadsFirstSql(this.names);
+    return this.schema.sql();
   }
 
   /** Connects (and creates the schema unless told not to); the module calls it at startup. */
@@ -101,9 +102,12 @@ export class PostgresStore implements IdempotencyStore {
     return this.claims.claim(key, claim);
   }
 
-  /** Answers when the tables, their keys and the claim function are as this release needs them. */
-  async ping(): Promise<void> {
-    this.hasPhases = (await verifyPostgresTable(await this.pool(), this.names, this.readTimeoutMs)).phases;
+  /**
+   * Answers when the tables, their keys and the claim function are as this release needs them, and
+   * the recovery points' table too when `needs.recoveryPoints` (the module has `atomicPhases` routes).
+   */
+  async ping(needs?: StoreNeeds): Promise<void> {
+    await this.schema.check(await this.pool(), needs);
   }
 
   async peek(key: string): Promise<PeekedEntry | undefined> {
@@ -118,7 +122,7 @@ export class PostgresStore implements IdempotencyStore {
 
   /** Its recovery point goes too: the next request with the key starts over. */
   async forget(key: string): Promise<boolean> {
-    if (this.hasPhases) await this.run(NORMAL, `DELETE FROM ${this.qualified(PHASES_SUFFIX)} WHERE key = $1`, [key]);
+    if (this.schema.hasPhases) await this.run(NORMAL, `DELETE FROM ${this.qualified(PHASES_SUFFIX)} WHERE key = $1`, [key]);
     return this.fenced(NORMAL, `DELETE FROM ${this.qualified()} WHERE key = $1 AND expires_at > clock_timestamp()`, [key]);
   }
 
@@ -176,7 +180,7 @@ export class PostgresStore implements IdempotencyStore {
   /** Deletes expired rows in batches; `FOR UPDATE SKIP LOCKED` lets pods sweep at once without waiting. */
   async sweep(): Promise<number> {
     const query = (text: string) => this.query(NORMAL, text, []);
-    const phases = this.hasPhases ? await sweepExpired(query, this.qualified(PHASES_SUFFIX)) : 0;
+    const phases = this.schema.hasPhases ? await sweepExpired(query, this.qualified(PHASES_SUFFIX)) : 0;
     return phases + (await sweepExpired(query, this.qualified()));
   }
 
@@ -228,10 +232,7 @@ export class PostgresStore implements IdempotencyStore {
     // The application's pool serves its own queries too: its size, not ours, bounds what we hand it.
     const size = this.options.pool ? ((pool as { options?: { max?: number } }).options?.max ?? DEFAULT_POOL_SIZE) : this.poolSize;
     this.lanes = new PoolLanes(size, this.timeoutMs);
-    if (this.options.createSchema !== false) await createPostgresSchema(pool, this.schemaSql());
-    const found = await verifyPostgresTable(pool, this.names, this.readTimeoutMs);
-    this.hasPhases = found.phases;
-    if (!found.claimReadsFirst) this.logger.warn(LOGS.claimWrites(this.qualified(CLAIM_SUFFIX)));
+    await this.schema.open(pool, this.options.createSchema !== false, this.logger);
     this.sweeper.start();
     return pool;
   }

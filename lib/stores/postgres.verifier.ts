@@ -1,7 +1,7 @@
 import { FAILURES } from '../messages/operator.messages.js';
 import type { PostgresPoolLike } from './postgres-store.options.js';
-import { PHASES_COLUMNS, PHASES_SUFFIX } from './postgres.completions.js';
-import { CLAIM_SUFFIX, derivedName, type PostgresNames } from './postgres.schema.js';
+import { EXACT_COLUMNS, PHASES_COLUMNS, PHASES_SUFFIX, phasesExactSql, phasesSchemaSql } from './postgres.phases-schema.js';
+import { CLAIM_SUFFIX, claimReadsFirstSql, derivedName, postgresSchemaSql, type PostgresNames } from './postgres.schema.js';
 
 /** The columns (and types, as `format_type` names them) the store reads and writes. */
 const POSTGRES_COLUMNS: Readonly<Record<string, string>> = {
@@ -22,8 +22,13 @@ function columnProblems(found: Record<string, string>, expected: Readonly<Record
 
 /** What {@link verifyPostgresTable} found besides what it requires. */
 export interface PostgresTableFound {
-  /** The recovery points' table (migration 002) is there. */
+  /** The recovery points' table (migration 002) is there: forget and the sweep delete from it. */
   readonly phases: boolean;
+  /**
+   * Why `atomicPhases` routes cannot work (the recovery points' table of migration 002, or its
+   * columns of migration 004, are missing); `undefined` when they can.
+   */
+  readonly phasesMissing: string | undefined;
   /** The claim function reads before it writes (migration 003); the 001 version works, but every replay writes. */
   readonly claimReadsFirst: boolean;
 }
@@ -32,8 +37,9 @@ export interface PostgresTableFound {
  * Refuses a table this release cannot work with (made by hand or by an older migration): a wrong
  * or missing column, no primary key on `key`, no claim function. Without it, such a table passed
  * the start and answered 503 to every request, or stored a first response and 503 to every retry.
- * The recovery points' table (migration 002) may be missing: only `atomicPhases` routes need it, and
- * they answer 503 without it; so may migration 003 (the claim function of 001 gives the same answers).
+ * The recovery points' table (migration 002, with 004's columns) may be missing: only `atomicPhases`
+ * routes need it, and they answer 503 without it (the health check says why); so may migration 003
+ * (the claim function of 001 gives the same answers).
  */
 export async function verifyPostgresTable(
   pool: PostgresPoolLike,
@@ -74,7 +80,15 @@ export async function verifyPostgresTable(
   if (!found.claims) problems.push(FAILURES.noClaimFunction(claimFunction));
   if (found.phases) problems.push(...columnProblems(found.phases, PHASES_COLUMNS, `${phasesTable}.`));
   if (problems.length) throw new Error(FAILURES.schemaMismatch('PostgresStore', `"${schema}"."${table}"`, problems));
-  return { phases: found.phases !== null, claimReadsFirst: found.reads_first === true };
+  const phasesMissing = found.phases
+    ? columnProblems(found.phases, EXACT_COLUMNS, `${phasesTable}.`).join('; ') || undefined
+    : FAILURES.noPhasesTable(phasesTable);
+  return { phases: found.phases !== null, phasesMissing, claimReadsFirst: found.reads_first === true };
+}
+
+/** Migrations 001 to 004 for `names`, in order: what `createSchema` runs, and the shipped files joined. */
+export function postgresMigrationsSql(names: PostgresNames): string {
+  return postgresSchemaSql(names) + phasesSchemaSql(names) + claimReadsFirstSql(names) + phasesExactSql(names);
 }
 
 /** Two pods starting at once may both create the schema: a lost race is retried once the winner is done. */

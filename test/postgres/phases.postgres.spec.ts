@@ -21,6 +21,7 @@ import {
   type IdempotencyEvent,
   type IdempotencyModuleOptions,
   IdempotencyCompleter,
+  IdempotencyHealthIndicator,
   IdempotencyModule,
   Idempotent,
   InMemoryStore,
@@ -143,6 +144,44 @@ class RidesController {
   @Idempotent()
   plain(@Phases() run: PhasedRun): object {
     return { done: run.done };
+  }
+}
+
+/** The phases `OddBooking` runs, in order: a test reorders them as a deploy would. */
+let oddPhases = ['first', 'second'];
+/** What `OddBooking` ran, by phase. */
+const oddRan: string[] = [];
+/** Fails the next odd run once after its first phase (retryable: the key is freed, the point kept). */
+const oddHooks: { afterFirst?: true } = {};
+
+/** Results jsonb cannot hold as they are: a NUL, a lone surrogate, keys in an order jsonb changes. */
+@Injectable()
+class OddBooking {
+  @PhasedWorkflow('odd')
+  async book(run: PhasedRun, body: { text: string }): Promise<object> {
+    const results: Record<string, unknown> = {};
+    for (const phase of oddPhases) {
+      results[phase] = await run.phase(phase, () => {
+        oddRan.push(phase);
+        return { zebra: `${body.text}\u0000${phase}`, lone: '\ud800', a: { yy: 1, b: 2 } };
+      });
+      if (phase === oddPhases[0] && oddHooks.afterFirst) {
+        delete oddHooks.afterFirst;
+        throw new Error('retryable, after the first phase');
+      }
+    }
+    return run.finish(() => ({ zz: body, results, a: 1 }));
+  }
+}
+
+@Controller('odd')
+class OddController {
+  constructor(@Inject(OddBooking) private readonly booking: OddBooking) {}
+
+  @Post()
+  @Idempotent({ atomicPhases: true })
+  book(@Body() body: { text: string }, @Phases() run: PhasedRun): Promise<object> {
+    return this.booking.book(run, body);
   }
 }
 
@@ -527,6 +566,87 @@ describePg('@Idempotent({ atomicPhases: true }) on PostgreSQL: recovery points',
     });
   });
 
+  describe('results jsonb cannot hold as they are (issue 44 item 15)', () => {
+    const odd = async (base: string, key: string, text: string): Promise<Reply> => {
+      const res = await fetch(`${base}/odd`, {
+        method: 'POST',
+        headers: { 'idempotency-key': key, 'content-type': 'application/json' },
+        body: JSON.stringify({ text }),
+      });
+      return { status: res.status, text: await res.text(), replayed: res.headers.get('idempotent-replayed') === 'true' };
+    };
+    const oddApp = async (options: IdempotencyModuleOptions = {}) => {
+      const nest = await start('express', {
+        imports: [
+          IdempotencyModule.forRoot({
+            store: new PostgresStore({ pool, sweepIntervalMs: 0 }),
+            transactions: new PgTransactions(pool),
+            ...options,
+          }),
+        ],
+        controllers: [OddController],
+        providers: [OddBooking],
+      });
+      return { base: await listen(nest), nest };
+    };
+    beforeEach(() => {
+      oddPhases = ['first', 'second'];
+      oddRan.length = 0;
+      delete oddHooks.afterFirst;
+    });
+
+    it('a NUL, a lone surrogate and key order: a resumed run answers the bytes a fresh one does; the input too', async () => {
+      const { base } = await oddApp();
+      const text = 'in\u0000put \ud800';
+      const fresh = await odd(base, 'odd-fresh', text);
+      expect(fresh.status).toBe(201);
+      oddHooks.afterFirst = true;
+      expect((await odd(base, 'odd-resumed', text)).status).toBe(500);
+      const resumed = await odd(base, 'odd-resumed', text);
+      expect(resumed.status).toBe(201);
+      expect(resumed.text).toBe(fresh.text);
+      expect(oddRan).toEqual(['first', 'second', 'first', 'second']); // the resumed run ran 'first' once
+      expect(JSON.parse(resumed.text)).toEqual({
+        zz: { text },
+        results: {
+          first: { zebra: `${text}\u0000first`, lone: '\ud800', a: { yy: 1, b: 2 } },
+          second: { zebra: `${text}\u0000second`, lone: '\ud800', a: { yy: 1, b: 2 } },
+        },
+        a: 1,
+      });
+    });
+
+    it("the completer finishes the run: the response has the bytes of a fresh run, not jsonb's key order", async () => {
+      const { base, nest } = await oddApp({ completer: { intervalMs: 0, idleMs: 0 } });
+      const text = 'completed\u0000';
+      const fresh = await odd(base, 'odd-completer-fresh', text);
+      oddHooks.afterFirst = true;
+      expect((await odd(base, 'odd-completer', text)).status).toBe(500);
+      expect(await nest.get(IdempotencyCompleter).completeAbandoned()).toBe(1);
+      const answered = await odd(base, 'odd-completer', text);
+      expect(answered.status).toBe(201);
+      expect(answered.text).toBe(fresh.text);
+      expect(oddRan).toEqual(['first', 'second', 'first', 'second']);
+    });
+
+    it('phases reordered by a deploy: the retry is refused with phases-changed (500), nothing runs, the operator is told; the old order resumes', async () => {
+      const { base } = await oddApp();
+      oddHooks.afterFirst = true;
+      expect((await odd(base, 'odd-reordered', 'x')).status).toBe(500);
+      oddPhases = ['second', 'first'];
+      const refused = await odd(base, 'odd-reordered', 'x');
+      expect(refused.status).toBe(500);
+      expect(JSON.parse(refused.text)).toEqual({ error: expect.stringContaining('was not continued') });
+      expect(String(logs.errors.mock.calls.at(-1)?.[0])).toMatch(
+        /committed \["first"\], and this one reached "second" before \["first"\]: the handler's phases changed/,
+      );
+      expect(oddRan).toEqual(['first']);
+      oddPhases = ['first', 'third', 'second'];
+      expect((await odd(base, 'odd-reordered', 'x')).status).toBe(201); // a phase added after the committed ones is fine
+      expect(oddRan).toEqual(['first', 'third', 'second']);
+    });
+  });
+
   it('on a database migrated to 001 only: the store opens and serves other routes, a phased route answers 503 naming the table', async () => {
     const url = await server.createDatabase(`phases_001_${process.pid}`);
     const old = new pg.Pool({ connectionString: url, max: 4 });
@@ -539,12 +659,33 @@ describePg('@Idempotent({ atomicPhases: true }) on PostgreSQL: recovery points',
         providers: [RideBooking],
       });
       const base = await listen(nest);
+      // The health check says what every phased request will meet (issue 44 item 15: it said "up").
+      expect(await nest.get(IdempotencyHealthIndicator).isHealthy('idempotency')).toEqual({
+        idempotency: {
+          status: 'down',
+          store: 'PostgresStore',
+          message:
+            `PostgresStore: atomicPhases routes answer 503: the recovery points' table "public"."idempotency_records_phases" is missing ` +
+            '(createSchema is false: apply the migrations 002 and 004, or schemaSql())',
+        },
+      });
       const refused = await book(base, 'old-schema', { rider: 'old-schema', amount: 100 });
       expect(refused.status).toBe(503);
       expect(refused.text).toBe('{"error":"idempotency store unavailable; retry shortly"}');
-      expect(String(logs.errors.mock.calls.at(-1)?.[0])).toContain('idempotency_records_phases');
+      const logged = String(logs.errors.mock.calls.at(-1)?.[0]);
+      expect(logged).toContain('idempotency_records_phases');
+      expect(logged).toContain('RidesController.book: the key was claimed but its recovery point could not be read');
+      expect(logged).not.toContain('claim failed');
       expect(await store.sweep()).toBe(0); // the sweep leaves the missing table alone
-      await store.ping();
+      await store.ping(); // a store asked for nothing more is up
+      // Migrated to 002 but not 004: the health check names the missing columns.
+      await old.query(readFileSync('sql/postgres/002_idempotency_phases.sql', 'utf8'));
+      await expect(store.ping({ recoveryPoints: true })).rejects.toThrow(
+        'atomicPhases routes answer 503: column "public"."idempotency_records_phases".texts (jsonb) is missing; column "public"."idempotency_records_phases".input_text (text) is missing',
+      );
+      await old.query(readFileSync('sql/postgres/004_idempotency_phases_exact.sql', 'utf8'));
+      await store.ping({ recoveryPoints: true });
+      expect(await store.recoveryPoint('old-schema')).toBeUndefined();
       expect(await store.claim('other-route', { owner: 'o', fingerprint: 'f', leaseMs: 1_000 })).toEqual({ state: 'claimed' });
     } finally {
       await old.end();
@@ -560,12 +701,17 @@ describePg('@Idempotent({ atomicPhases: true }) on PostgreSQL: recovery points',
     const advance = { fingerprint: 'fp', phase: 'one', result: '{"id":1}', ...lease };
     expect(await tx.run((sql) => store.advanceIn(sql, 'points-plain', 'o', advance))).toBe(true);
     expect(await tx.run((sql) => store.advanceIn(sql, 'points-plain', 'not me', { ...advance, phase: 'two' }))).toBe(false);
-    expect(await store.recoveryPoint('points-plain')).toStrictEqual({ fingerprint: 'fp', results: { one: { id: 1 } } });
+    expect(await store.recoveryPoint('points-plain')).toStrictEqual({
+      fingerprint: 'fp',
+      results: { one: { id: 1 } },
+      phases: ['one'],
+    });
     await store.claim('points-named', { owner: 'o', fingerprint: 'fp', leaseMs: 10_000 });
     await tx.run((sql) => store.advanceIn(sql, 'points-named', 'o', { ...advance, workflow: 'book', input: '{"rider":"r"}' }));
     expect(await store.recoveryPoint('points-named')).toStrictEqual({
       fingerprint: 'fp',
       results: { one: { id: 1 } },
+      phases: ['one'],
       workflow: 'book',
       input: { rider: 'r' },
     });

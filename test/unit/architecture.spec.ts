@@ -28,7 +28,7 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
     'utils',
   ],
   encryption: ['interfaces', 'stores', 'idempotency.constants.ts', 'messages'],
-  health: ['interfaces', 'utils', 'idempotency.constants.ts', 'messages'],
+  health: ['interfaces', 'utils', 'idempotency.constants.ts', 'messages', 'route-options.registry.ts'],
   events: ['events', 'interfaces', 'exceptions', 'utils', 'idempotency.constants.ts', 'messages'],
   decorators: [
     'idempotency.constants.ts',

@@ -1,10 +1,15 @@
 import { describe, expect, it, jest } from '@jest/globals';
 import { IdempotencyHealthIndicator, type IdempotencyStore, InMemoryStore } from '../../lib/index.js';
 import { resolveModuleOptions } from '../../lib/options/module-options.resolver.js';
+import { RouteOptionsRegistry } from '../../lib/route-options.registry.js';
 import { sleep } from '../support/timing.js';
 
-const indicator = (cache: IdempotencyStore) =>
-  new IdempotencyHealthIndicator(resolveModuleOptions({ store: cache }, () => new InMemoryStore()));
+const indicator = (cache: IdempotencyStore, phased = false) => {
+  const options = resolveModuleOptions({ store: cache }, () => new InMemoryStore());
+  const routes = new RouteOptionsRegistry(options);
+  routes.usesRecoveryPoints = phased;
+  return new IdempotencyHealthIndicator(options, routes);
+};
 
 /** A real InMemoryStore that answers its ping after `ms`. */
 class SlowCache extends InMemoryStore {
@@ -24,6 +29,18 @@ describe('IdempotencyHealthIndicator', () => {
     expect(latencyMs).toBeGreaterThanOrEqual(35);
     expect(latencyMs).toBeLessThan(5000);
     expect(Math.round(latencyMs * 100) / 100).toBe(latencyMs);
+  });
+
+  it('asks the store for recovery points only when a route has atomicPhases', async () => {
+    const asked: unknown[] = [];
+    class Asked extends InMemoryStore {
+      override async ping(needs?: unknown): Promise<void> {
+        asked.push(needs);
+      }
+    }
+    await indicator(new Asked()).isHealthy('a');
+    await indicator(new Asked(), true).isHealthy('b');
+    expect(asked).toEqual([{ recoveryPoints: false }, { recoveryPoints: true }]);
   });
 
   it('is down for a store without ping(), naming it', async () => {

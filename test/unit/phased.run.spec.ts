@@ -71,6 +71,34 @@ describe('PhasedRun', () => {
     expect(seen.transactions).toBe(1);
   });
 
+  it('done is in the order the point names its phases, when it does', () => {
+    const point = { fingerprint: 'f', results: { b: 1, a: 2, [FINISHED]: 3 }, phases: ['a', 'b', FINISHED] };
+    expect(new PhasedRun(activeClaim(), point, backend().backend).done).toEqual(['a', 'b']);
+    expect(new PhasedRun(activeClaim(), { ...point, phases: undefined }, backend().backend).done).toEqual(['b', 'a']);
+  });
+
+  // Issue 44 item 15: a deploy that reordered the phases ran a new one with a committed one not reached yet.
+  it('refuses new work (phase, foreign, finish) while a committed phase is not reached yet: phases-changed, nothing run', async () => {
+    const point = { fingerprint: 'f', results: { one: 1, two: 2 }, phases: ['one', 'two'] };
+    const { seen, backend: b } = backend();
+    let called = 0;
+    const changed = { code: 'phases-changed', status: 500 };
+    const swapped = new PhasedRun(activeClaim(), point, b);
+    await expect(swapped.phase('three', () => ++called)).rejects.toMatchObject(changed);
+    await expect(swapped.foreign('four', () => ++called)).rejects.toMatchObject(changed);
+    await expect(swapped.finish(() => ++called)).rejects.toMatchObject(changed);
+    const half = new PhasedRun(activeClaim(), point, b);
+    expect(await half.phase('one', () => ++called)).toBe(1);
+    await expect(half.phase('three', () => ++called)).rejects.toMatchObject(changed);
+    expect(called).toBe(0);
+    expect(seen.transactions).toBe(0);
+    // Committed phases replayed in another order change nothing: all of them are reached before new work.
+    const reordered = new PhasedRun(activeClaim(), point, b);
+    expect([await reordered.phase('two', () => 0), await reordered.phase('one', () => 0)]).toEqual([2, 1]);
+    expect(await reordered.phase('three', () => 3)).toBe(3);
+    expect(seen.advances.map((a) => a.phase)).toEqual(['three']);
+  });
+
   it('foreign(): calls out with the derived key, then records the result in the next transaction', async () => {
     const { seen, backend: b } = backend();
     const run = new PhasedRun(activeClaim(), undefined, b);

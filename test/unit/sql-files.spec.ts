@@ -15,6 +15,7 @@ describe('the SQL files shipped for migration tools', () => {
       '001_idempotency_records.sql',
       '002_idempotency_phases.sql',
       '003_idempotency_claim_reads_first.sql',
+      '004_idempotency_phases_exact.sql',
     ]);
     expect(readdirSync('sql/sqlite')).toEqual(['001_idempotency_records.sql']);
   });
@@ -26,7 +27,8 @@ describe('the SQL files shipped for migration tools', () => {
     expect(
       ddl('sql/postgres/001_idempotency_records.sql') +
         ddl('sql/postgres/002_idempotency_phases.sql') +
-        ddl('sql/postgres/003_idempotency_claim_reads_first.sql'),
+        ddl('sql/postgres/003_idempotency_claim_reads_first.sql') +
+        ddl('sql/postgres/004_idempotency_phases_exact.sql'),
     ).toBe(postgres.schemaSql());
     expect(ddl('sql/sqlite/001_idempotency_records.sql')).toBe(sqlite.schemaSql());
     await Promise.all([postgres.close(), sqlite.close()]);
