@@ -1,3 +1,5 @@
+import { routedPath } from './route-path.js';
+
 /** The subset of Express and Fastify requests the protocol reads. */
 export interface HttpRequestLike {
   method: string;
@@ -12,6 +14,11 @@ export interface HttpRequestLike {
   readableEnded?: boolean;
   /** The host the request was routed by, without its port (Express and Fastify both set it). */
   hostname?: string;
+  /** Express: the route the request reached (its path as declared), under the router's `baseUrl`. */
+  route?: { path?: unknown };
+  baseUrl?: string;
+  /** Fastify: the route the request reached, its `url` as declared. */
+  routeOptions?: { url?: string };
 }
 
 /** A header as one string: a repeated one joined as Node joins them, `undefined` when it was not sent. */
@@ -29,9 +36,26 @@ export function requestHost(request: HttpRequestLike): string {
   return host.replace(/:\d+$/, '').toLowerCase();
 }
 
-/** The request target as received (path and query): Express rewrites `url` under a mounted router. */
+/** The path of the route the request reached, as declared: Express's or Fastify's. */
+function routePattern(request: HttpRequestLike): string | undefined {
+  const declared = request.route?.path;
+  if (typeof declared === 'string') return (request.baseUrl ?? '') + declared;
+  return request.routeOptions?.url;
+}
+
+/**
+ * The request target (path and query) as received, its path spelled as the route it reached
+ * ({@link routedPath}): Express rewrites `url` under a mounted router, so `originalUrl` first.
+ */
 export function requestTarget(request: HttpRequestLike): string {
-  return request.originalUrl ?? request.url;
+  const target = request.originalUrl ?? request.url;
+  const pattern = routePattern(request);
+  if (pattern === undefined) return target;
+  const q = target.indexOf('?');
+  const path = q === -1 ? target : target.slice(0, q);
+  if (path === pattern) return target;
+  const routed = routedPath(path, pattern);
+  return q === -1 ? routed : routed + target.slice(q);
 }
 
 /**

@@ -208,3 +208,56 @@ describe.each(ADAPTERS)('changing the fingerprint setting between deploys on %s'
     );
   });
 });
+
+let spelled = 0;
+
+@Controller('api')
+class SpelledController {
+  @Post('plain')
+  @Idempotent()
+  plain(@Body() body: unknown) {
+    return { run: ++spelled, body };
+  }
+
+  @Post('orders/:id/pay')
+  @Idempotent()
+  pay(@Body() body: unknown) {
+    return { run: ++spelled, body };
+  }
+}
+
+// Issue 44 item 15: Express routes /api/plain/ and /api/PLAIN to /api/plain's handler, and they got 422 against its key.
+describe.each(ADAPTERS)('path spellings one route answers to, on %s', (adapter) => {
+  const start = useApps();
+  const post = (server: unknown, path: string, key: string) =>
+    request(server as never)
+      .post(path)
+      .set('Idempotency-Key', key)
+      .send({ amount: 1 });
+
+  it('the fingerprint is of the route the request reached: a spelling the router takes for it replays', async () => {
+    spelled = 0;
+    const nest = await start(
+      adapter,
+      { imports: [IdempotencyModule.forRoot({})], controllers: [SpelledController] },
+      adapter === 'fastify' ? { fastify: { routerOptions: { caseSensitive: false, ignoreTrailingSlash: true } } } : {},
+    );
+    const server = nest.getHttpServer();
+    const key = newKey();
+    const first = await post(server, '/api/plain', key);
+    expect(first.status).toBe(201);
+    for (const spelling of ['/api/plain/', '/api/PLAIN', '/API/Plain/']) {
+      const again = await post(server, spelling, key);
+      expect([spelling, again.status, again.text]).toEqual([spelling, 201, first.text]);
+      expect(again.headers['idempotent-replayed']).toBe('true');
+    }
+    const order = newKey();
+    const paid = await post(server, '/api/orders/A7/pay', order);
+    expect(paid.status).toBe(201);
+    expect((await post(server, '/api/ORDERS/A7/pay/', order)).text).toBe(paid.text);
+    // A parameter is the client's data: another value, or its case, is another request.
+    expect((await post(server, '/api/orders/a7/pay', order)).status).toBe(422);
+    expect((await post(server, '/api/orders/A8/pay', order)).status).toBe(422);
+    expect(spelled).toBe(2);
+  });
+});

@@ -31,6 +31,7 @@ import '../unit/idempotency.service.spec.js';
 import '../unit/duplicate.waiters.spec.js';
 import '../unit/phased.run.spec.js';
 import '../unit/postgres.jsonb.spec.js';
+import '../unit/route-path.spec.js';
 import '../unit/idempotency.completer.spec.js';
 import '../unit/lease.renewer.spec.js';
 import '../unit/pool.lanes.spec.js';

@@ -20,6 +20,8 @@ export interface StartOptions {
   configure?: (app: INestApplication) => unknown;
   /** Nest's `rawBody` application option: the body's bytes kept as `req.rawBody`. */
   rawBody?: boolean;
+  /** Options of the Fastify instance (its router's, say); ignored on Express. */
+  fastify?: Record<string, unknown>;
 }
 
 /** Builds and initialises a real Nest application on the given adapter. */
@@ -34,9 +36,10 @@ export async function startApp(
     adapter === 'express'
       ? moduleRef.createNestApplication({ logger: false, rawBody })
       : moduleRef.createNestApplication<NestFastifyApplication>(
-          new FastifyAdapter(
-            maxHeaderSize ? { serverFactory: (handler: RequestListener) => createServer({ maxHeaderSize }, handler) } : {},
-          ),
+          new FastifyAdapter({
+            ...options.fastify,
+            ...(maxHeaderSize && { serverFactory: (handler: RequestListener) => createServer({ maxHeaderSize }, handler) }),
+          }),
           { logger: false, rawBody },
         );
   await options.configure?.(app);
