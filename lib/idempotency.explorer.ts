@@ -49,7 +49,7 @@ export class IdempotencyExplorer implements OnModuleInit {
         throw new Error(`${where}: ${route.transactional ? CONFIG_ERRORS.transactionalStreamType : CONFIG_ERRORS.streamType}`);
       }
       await this.identities.prepare(route.identity, `${where} (its identity option)`);
-      if (route.message?.ack) this.acks.register(handler);
+      if (route.message?.ack === true) this.acks.register(handler);
     }
   }
 

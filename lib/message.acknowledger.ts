@@ -10,7 +10,11 @@ import { chainedHandlers, deliveredPattern } from './message-patterns.util.js';
 interface Channel {
   ack(message: unknown): void;
   nack(message: unknown, allUpTo?: boolean, requeue?: boolean): void;
+  on?(event: 'error', listener: (err: unknown) => void): unknown;
 }
+
+/** What RabbitMQ closes a channel with when it is told to settle a delivery it never expected an ack for. */
+const NO_ACK_EXPECTED = /unknown delivery tag/i;
 
 /** What an amqplib message holds that the acknowledger reads. */
 interface AmqpMessage {
@@ -72,7 +76,7 @@ function messageId(message: unknown): string {
 
 /**
  * Acknowledges RabbitMQ deliveries for `@Idempotent({ ack: true })` handlers (a queue consumed with
- * `noAck: false`), after the outcome is recorded: a consumer that dies before that gets the message
+ * `noAck: false`), and those an `ack: 'skipped'` handler is not run for, after the outcome is recorded: a consumer that dies before that gets the message
  * redelivered, and the fenced claim decides whether it runs. Nest runs every handler of an event
  * pattern on one delivery: it is settled once, when the last of them is done. A message that cannot
  * succeed (reused with other data, no key, a key that cannot be read) is rejected without requeue;
@@ -90,6 +94,9 @@ export class MessageAcknowledger {
   private readonly groups = new WeakMap<object, Group>();
   /** How many `ack: true` handlers Nest runs for a delivery of each event pattern. */
   private readonly chained = new Map<string, number>();
+  /** The channels whose closing is watched for an ack on a `noAck: true` queue. */
+  private readonly watched = new WeakSet<object>();
+  private toldNoAck = false;
 
   /** At bootstrap, for every `ack: true` handler: an event pattern's handlers settle its deliveries together. */
   register(handler: object): void {
@@ -101,6 +108,7 @@ export class MessageAcknowledger {
     if (typeof rpc?.getMessage !== 'function' || typeof rpc.getChannelRef !== 'function') return undefined;
     const channel = rpc.getChannelRef() as Channel;
     const message = rpc.getMessage() as object;
+    this.watch(channel, route);
     let group = this.groups.get(message);
     if (!group) {
       const pattern = typeof rpc.getPattern === 'function' ? deliveredPattern(rpc.getPattern()) : undefined;
@@ -163,6 +171,20 @@ export class MessageAcknowledger {
     } else {
       setTimeout(() => settle(() => channel.nack(message, false, true)), final.pause).unref();
     }
+  }
+
+  /**
+   * Nest consumes with `noAck: true` unless told otherwise, and no handler can see it: RabbitMQ then
+   * closes the channel on the first ack. That close is the only sign, so it is what is logged, once.
+   */
+  private watch(channel: Channel, route: ResolvedRouteOptions): void {
+    if (this.watched.has(channel) || typeof channel.on !== 'function') return;
+    this.watched.add(channel);
+    channel.on('error', (err) => {
+      if (this.toldNoAck || !NO_ACK_EXPECTED.test(String((err as Error | undefined)?.message))) return;
+      this.toldNoAck = true;
+      this.logger.error(LOGS.ackOnNoAck(route.id));
+    });
   }
 
   private count(counted: string): number {

@@ -73,7 +73,13 @@ export class MessageRunner {
     const read = await this.read(context, route, delivery);
     // Rejected and logged once: an event has no sender to tell, so Nest need not log it again.
     if (!read) return of(undefined);
-    const work = (): Promise<unknown> => lastValueFrom(next.handle(), { defaultValue: undefined });
+    // With ack: 'skipped' the handler settles the delivery it runs; the module those it does not run.
+    let ran = false;
+    const work = (): Promise<unknown> => {
+      ran = true;
+      return lastValueFrom(next.handle(), { defaultValue: undefined });
+    };
+    const settles = () => !(ran && ack === 'skipped');
     try {
       let value: unknown;
       if (read.key !== undefined) {
@@ -93,10 +99,10 @@ export class MessageRunner {
       } else {
         throw IdempotencyException.of('key-missing', MESSAGES.messageKey);
       }
-      delivery?.done(read.key);
+      if (settles()) delivery?.done(read.key);
       return of(value);
     } catch (err) {
-      delivery?.failed(err, read.key);
+      if (settles()) delivery?.failed(err, read.key);
       throw await this.refusal(err);
     }
   }

@@ -49,11 +49,17 @@ export interface IdempotentOptions {
   /** Message handlers: what to do with a message without a key. Default `'reject'` (an RpcException). */
   missingKey?: MissingHeaderPolicy;
   /**
-   * RabbitMQ handlers of a queue consumed with `noAck: false`: the module acknowledges each delivery
-   * once its outcome is recorded, and the handler must not ack it. Refused and failed messages are
-   * requeued or rejected as the README's "Message handlers" says. Ignored on other transports. Default `false`.
+   * RabbitMQ handlers of a queue consumed with `noAck: false` (Nest's default is `true`):
+   * - `true`: the module acknowledges each delivery once its outcome is recorded, and the handler
+   *   must not ack it. Refused and failed messages are requeued or rejected as the README's "Message
+   *   handlers" says.
+   * - `'skipped'`: Nest's manual-ack recipe, the handler acks what it runs; the module settles only
+   *   the deliveries it does not hand to the handler (a replayed or in-flight duplicate, a refused
+   *   message), which would otherwise stay unacknowledged and stall the consumer.
+   * - `false` (default): nothing is acked by the module (a queue consumed with `noAck: true`).
+   * Ignored on other transports.
    */
-  ack?: boolean;
+  ack?: boolean | 'skipped';
   /**
    * With `ack`: how many deliveries of one message id may fail (the handler threw) in this process
    * before it is rejected without requeue, to the queue's dead-letter exchange if it has one (without

@@ -84,7 +84,7 @@ export interface ResolvedRouteOptions {
   readonly message?: {
     readonly keyFrom: MessageKeyFunction | undefined;
     readonly scope: MessageScopeFunction | undefined;
-    readonly ack: boolean;
+    readonly ack: boolean | 'skipped';
     readonly maxAttempts: number;
     /** An `@EventPattern()` handler: Nest sends no reply, so no value is stored for it. */
     readonly event: boolean;

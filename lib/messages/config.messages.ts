@@ -30,6 +30,8 @@ export const CONFIG_ERRORS = {
   encryptionCurrent: 'encryption.current must be the id of one of encryption.keys',
   events: 'events must be a function (event) => void or an injectable class with onIdempotencyEvent(event)',
   boolean: (name: string, got: unknown) => `${name} must be true or false, got ${shown(got)}`,
+  ack: (got: unknown) =>
+    `ack must be true (the module acks every delivery), 'skipped' (your handler acks what it runs, the module the rest) or false, got ${shown(got)}`,
   fingerprint: (got: unknown) => `fingerprint must be 'canonical', 'raw' or a function (req) => value, got ${String(got)}`,
   oneOf: (name: string, allowed: readonly string[], got: unknown) =>
     `${name} must be '${allowed.slice(0, -1).join("', '")}' or '${allowed.at(-1)}', got ${String(got)}`,

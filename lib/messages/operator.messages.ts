@@ -23,6 +23,8 @@ export const LOGS = {
   committedLate: (route: string) => `${route}: response stored after the commit was retried`,
   deadLettered: (route: string, attempts: number, id: string) =>
     `${route}: message ${id} failed ${attempts} times; rejected without requeue, its key freed. A queue with a dead-letter exchange parks it there; without one, RabbitMQ deletes it`,
+  ackOnNoAck: (route: string) =>
+    `${route}: RabbitMQ closed the channel on the module's ack ("unknown delivery tag"): the queue is consumed with noAck: true (Nest's default), where nothing may be acked. Set noAck: false in the microservice's options, or remove ack from @Idempotent()`,
   messageRejected: (route: string, why: string, id: string) =>
     `${route}: message ${id} was rejected without requeue (${why}): delivering it again cannot succeed. A queue with a dead-letter exchange parks it there; without one, RabbitMQ deletes it`,
   messageRefused: (route: string, why: string) => `${route}: a message was refused: ${why}`,

@@ -77,7 +77,7 @@ export function resolveRouteOptions(
   const { keyFrom, scope, ack = false } = route;
   if (keyFrom !== undefined && typeof keyFrom !== 'function') fail(where, CONFIG_ERRORS.keyFrom);
   if (scope !== undefined && typeof scope !== 'function') fail(where, CONFIG_ERRORS.messageScope);
-  if (typeof ack !== 'boolean') fail(where, CONFIG_ERRORS.boolean('ack', ack));
+  if (typeof ack !== 'boolean' && ack !== 'skipped') fail(where, CONFIG_ERRORS.ack(ack));
   const transactional = route.transactional ?? false;
   if (typeof transactional !== 'boolean') fail(where, CONFIG_ERRORS.boolean('transactional', transactional));
   if (transactional && !module.transactions) fail(where, CONFIG_ERRORS.noTransactions('transactional'));

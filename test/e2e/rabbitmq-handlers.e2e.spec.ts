@@ -90,6 +90,32 @@ class Mailer {
   }
 }
 
+/** Nest's manual-ack recipe: the handler acks what it runs; the module the deliveries it skips. */
+@Controller()
+class ManualBilling {
+  constructor(private readonly runs: Runs) {}
+
+  @EventPattern('manual.created')
+  @Idempotent({ ack: 'skipped', keyFrom: orderId })
+  created(@Payload() data: Order, @Ctx() ctx: unknown) {
+    this.runs.add(`manual.created:${data.orderId}`);
+    const rmq = ctx as RmqContext;
+    (rmq.getChannelRef() as amqp.Channel).ack(rmq.getMessage() as amqp.Message);
+  }
+}
+
+/** `ack: true` on a queue consumed with Nest's default, `noAck: true`. */
+@Controller()
+class NoAckBilling {
+  constructor(private readonly runs: Runs) {}
+
+  @EventPattern('noack.created')
+  @Idempotent({ ack: true, keyFrom: orderId })
+  created(@Payload() data: Order) {
+    this.runs.add(`noack.created:${data.orderId}`);
+  }
+}
+
 describe.each(rabbitAvailable('message handlers on RabbitMQ') ? [['RabbitMQ']] : [])(
   'message handlers on %s: own records per handler, one settle per delivery, nothing left unacknowledged',
   () => {
@@ -147,6 +173,25 @@ describe.each(rabbitAvailable('message handlers on RabbitMQ') ? [['RabbitMQ']] :
         ids.push(JSON.parse(m.content.toString()).data.orderId as string);
       }
       return ids;
+    };
+
+    /** A consumer of its own queue and store, with its own controller: the options are the test's. */
+    const consumer = async (controller: new (...args: never[]) => unknown, rmq: RmqOptions['options'], queue: string) => {
+      const moduleRef = await Test.createTestingModule({
+        imports: [IdempotencyModule.forRoot({ store: new InMemoryStore() })],
+        controllers: [controller],
+        providers: [{ provide: Runs, useValue: runs }],
+      }).compile();
+      const own = moduleRef.createNestMicroservice({
+        transport: Transport.RMQ,
+        options: { urls: [broker.url], queue, queueOptions: { durable: false }, ...rmq },
+        logger: false,
+      } as RmqOptions);
+      await own.listen();
+      return {
+        publish: (pattern: string, data: Order) => channel.sendToQueue(queue, Buffer.from(JSON.stringify({ pattern, data }))),
+        close: () => own.close(),
+      };
     };
 
     it('one order id on two events, and two handlers of one event: each handler runs once, every delivery is acked once', async () => {
@@ -208,6 +253,53 @@ describe.each(rabbitAvailable('message handlers on RabbitMQ') ? [['RabbitMQ']] :
       expect(errored()).toContainEqual(
         expect.stringContaining('message "total-9" was rejected without requeue (result-unstorable)'),
       );
+    }, 240_000);
+
+    // Issue 44 item 5: Nest's manual-ack recipe. Five copies with prefetch 3 ran once, the duplicates
+    // were skipped without an ack, and a new message never ran: the consumer stalled.
+    it("ack: 'skipped': the handler acks what it runs, the module the duplicates it skips: the consumer never stalls", async () => {
+      const manual = await consumer(ManualBilling, { noAck: false, prefetchCount: 3 }, 'shop.manual');
+      try {
+        for (let i = 0; i < 5; i++) manual.publish('manual.created', { orderId: 'm-1' });
+        manual.publish('manual.created', { orderId: 'm-2' });
+        await until(() => runs.of('manual.created:m-2') === 1, 60_000);
+        await until(async () => {
+          const { ready, unacked } = await broker.queue('shop.manual');
+          return ready + unacked === 0;
+        }, 90_000);
+        expect([runs.of('manual.created:m-1'), runs.of('manual.created:m-2')]).toEqual([1, 1]);
+      } finally {
+        await manual.close();
+      }
+    }, 240_000);
+
+    // Issue 44 item 5: ack: true on a queue Nest consumes with noAck: true (its default) closed the
+    // channel after the first message, and nothing said why.
+    it('ack: true on a noAck: true queue: the channel RabbitMQ closes on the ack is logged once, saying what to set', async () => {
+      const before = errored().length;
+      const unacked = await consumer(NoAckBilling, {}, 'shop.noack');
+      try {
+        unacked.publish('noack.created', { orderId: 'n-1' });
+        await until(
+          () =>
+            errored()
+              .slice(before)
+              .some((line) => line.includes('unknown delivery tag')),
+          60_000,
+        );
+        expect(
+          errored()
+            .slice(before)
+            .filter((line) => line.includes('unknown delivery tag')),
+        ).toEqual([
+          expect.stringContaining(
+            'NoAckBilling.created: RabbitMQ closed the channel on the module\'s ack ("unknown delivery tag")',
+          ),
+        ]);
+        expect(errored().slice(before).join('\n')).toContain('Set noAck: false in the microservice');
+      } finally {
+        await unacked.close();
+      }
     }, 240_000);
 
     // Issue 49 item 1: a web client that sent the next message's id as its key got that message

@@ -31,12 +31,24 @@ class Orders {
   read(data: unknown) {
     return data;
   }
+
+  @MessagePattern('order.manual')
+  @Idempotent({ ack: 'skipped', missingKey: 'pass-through' })
+  manual(data: unknown) {
+    return data;
+  }
 }
 
 /** What an amqplib channel was told, in order; `closed` makes it throw as a closed channel does. */
 class FakeChannel {
   readonly calls: string[] = [];
   closed = false;
+  /** Its 'error' listeners, as amqplib's EventEmitter keeps them. */
+  readonly errorListeners: ((err: unknown) => void)[] = [];
+  on(event: string, listener: (err: unknown) => void): this {
+    if (event === 'error') this.errorListeners.push(listener);
+    return this;
+  }
   ack(message: { id: string }): void {
     this.settle(`ack ${message.id}`);
   }
@@ -62,7 +74,7 @@ const nats = (headers: Record<string, string>) => ({
   getSubject: () => 'orders',
 });
 
-function setup(handler: 'created' | 'noted' | 'read' = 'created') {
+function setup(handler: 'created' | 'noted' | 'read' | 'manual' = 'created') {
   const { interceptor } = createProtocol({ store: new InMemoryStore() });
   const call = async (data: unknown, ctx: unknown, handle: () => Observable<unknown> = () => of('ran')) => {
     const context = new ExecutionContextHost([data, ctx], Orders, Orders.prototype[handler]);
@@ -111,6 +123,46 @@ describe('MessageAcknowledger and the message key (RabbitMQ manual acks, NATS id
     for (const ctx of half) expect(await call(data, ctx, () => of('other'))).toBe('by field');
     // Without ack: true the module never touches the channel.
     expect(channel.calls).toEqual([]);
+  });
+
+  // Issue 44 item 5: Nest's manual-ack recipe left every skipped duplicate unacknowledged.
+  it("ack: 'skipped': what the handler runs is its own to settle; a duplicate, one in flight and a refusal are the module's", async () => {
+    const { call } = setup('manual');
+    const channel = new FakeChannel();
+    expect(await call({}, rmq(channel, 'd1', 'm-1'))).toBe('ran');
+    expect(await call({}, rmq(channel, 'd2', 'm-1'), () => of('again'))).toBe('ran');
+    expect(await call({}, rmq(channel, 'd3', 'm-2'), failing)).toEqual(new Error('card declined'));
+    expect(await call({}, rmq(channel, 'd4'), () => of('no key'))).toBe('no key');
+    expect(channel.calls).toEqual(['ack d2']);
+    let release!: () => void;
+    const held = call({}, rmq(channel, 'd5', 'm-3'), () => from(new Promise<string>((r) => (release = () => r('slow')))));
+    await until(() => release !== undefined);
+    expect(await call({}, rmq(channel, 'd6', 'm-3'))).toMatchObject({ code: 'IDEMPOTENCY_KEY_IN_FLIGHT' });
+    release();
+    expect(await held).toBe('slow');
+    await until(() => channel.calls.length === 2);
+    expect(channel.calls).toEqual(['ack d2', 'requeue d6']);
+  });
+
+  it("ack: true on a queue consumed with noAck: true: the channel's close for an unknown delivery tag is logged once", async () => {
+    const { call } = setup();
+    const channel = new FakeChannel();
+    await call({}, rmq(channel, 'd1', 'w-1'));
+    await call({}, rmq(channel, 'd2', 'w-2'));
+    expect(channel.errorListeners).toHaveLength(1);
+    const tag = new Error(
+      'Channel closed by server: 406 (PRECONDITION-FAILED) with message "PRECONDITION_FAILED - unknown delivery tag 1"',
+    );
+    for (const listener of channel.errorListeners) listener(new Error('Channel closed by server: 320 (CONNECTION-FORCED)'));
+    expect(errored()).toEqual([]);
+    for (const listener of channel.errorListeners) listener(tag);
+    for (const listener of channel.errorListeners) listener(tag);
+    expect(errored()).toEqual([expect.stringContaining("Orders.created: RabbitMQ closed the channel on the module's ack")]);
+    expect(errored()[0]).toContain('Set noAck: false');
+    const other = new FakeChannel();
+    await call({}, rmq(other, 'd3', 'w-3'));
+    for (const listener of other.errorListeners) listener(tag);
+    expect(errored()).toHaveLength(1);
   });
 
   it('acks once the outcome is recorded, a duplicate too; a handler failure is requeued after a pause', async () => {

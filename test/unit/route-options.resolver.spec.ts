@@ -56,8 +56,9 @@ describe('resolveRouteOptions', () => {
       );
     }
     expect(() => resolveRouteOptions('here', 'A.b', { ack: 'yes' as never }, base, 'message')).toThrow(
-      'here: ack must be true or false',
+      "here: ack must be true (the module acks every delivery), 'skipped' (your handler acks what it runs, the module the rest) or false, got the string 'yes'",
     );
+    expect(resolveRouteOptions('here', 'A.b', { ack: 'skipped' }, base, 'message').message!.ack).toBe('skipped');
     expect(() => resolveRouteOptions('here', 'A.b', { missingKey: 'skip' as never }, base, 'message')).toThrow(
       "here: missingKey must be 'reject' or 'pass-through', got skip",
     );
