@@ -18,8 +18,9 @@ import {
 } from '../../lib/index.js';
 import type { HistoryLine } from './history.js';
 import { watchStalls } from './stalls.js';
+import { WAIT_MS } from './workload.js';
 
-// One pod of the fault-injection suite, in a process of its own: five handlers of different shapes
+// One pod of the fault-injection suite, in a process of its own: six handlers of different shapes
 // behind @Idempotent(), each run appended to a log shared by every pod of a run (one line per write,
 // O_APPEND), and every idempotency event too, with the tenant and key of the request it belongs to.
 // Environment: STORE (memory, redis, postgres, sqlite), STORE_URL (Redis or PostgreSQL URL, SQLite
@@ -95,6 +96,13 @@ class ChaosController {
   @HttpCode(402)
   declined(@Req() req: never) {
     return run(req, 'declined', () => pause(100));
+  }
+
+  /** A duplicate waits for the run (`inFlight: 'wait'`) and is answered its replay. */
+  @Post('wait')
+  @Idempotent({ inFlight: 'wait', waitMs: WAIT_MS })
+  wait(@Req() req: never) {
+    return run(req, 'wait', () => pause(SLOW_MS));
   }
 
   /** An Observable that emits after a pause. */

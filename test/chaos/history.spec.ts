@@ -45,6 +45,7 @@ describe('the history checker', () => {
       notStored: 0,
       stalls: 0,
       storeStalls: 0,
+      waiters: 0,
       violations: [],
     });
   });
@@ -157,6 +158,42 @@ describe('the history checker', () => {
     ]);
     const cut: FaultWindow = { name: 'partition', startAt: 150, healAt: 250, pods: [], cutsStore: true };
     expect(check([...lines, event('not-stored', 'p0', 210)], answers, [cut], options).violations).toEqual([]);
+  });
+
+  // Issue 44 items 12 and 13: duplicates that waited their full waitMs for an answer ready much earlier.
+  it('flags a waiter of a wait run answered later than the run settled (or its waitMs on another pod), unless excused', () => {
+    const waits = { slackMs: 500, acrossPods: true, waitMs: 5000 };
+    const lines: HistoryLine[] = [
+      { t: 'run', runId: 'w', pod: 'p0', route: 'wait', tenant: 'alice', key: 'k', at: 100 },
+      { t: 'end', runId: 'w', outcome: 'returned', at: 500 },
+      event('executed', 'p0', 510),
+    ];
+    const owner = answer(510, 'w', { sentAt: 90 });
+    const waiter = (pod: string, doneAt: number, status = 201) =>
+      answer(doneAt, 'w', { pod, sentAt: 200, status, replayed: true, text: status === 201 ? owner.text : '{}' });
+    const late = (attempts: Attempt[], over: Partial<CheckOptions> = {}, faults: FaultWindow[] = []) =>
+      check(lines, [owner, ...attempts], faults, { ...options, waits, ...over }).violations;
+    expect(late([waiter('p1', 900), waiter('p0', 1000)])).toEqual([]);
+    expect(check(lines, [owner, waiter('p1', 900)], [], { ...options, waits }).waiters).toBe(1);
+    expect(late([waiter('p1', 5200, 409)])).toEqual([
+      'alice/k: a duplicate on p1 waiting for w was answered 4700 ms after it returned (409)',
+    ]);
+    expect(late([waiter('p0', 1001)])).toEqual([
+      'alice/k: a duplicate on p0 waiting for w was answered 501 ms after it returned (201)',
+    ]);
+    // Another pod, on a store that wakes no other pod: it finds the replay when its waitMs ends.
+    expect(late([waiter('p1', 5600)], { waits: { ...waits, acrossPods: false } })).toEqual([]);
+    expect(late([waiter('p1', 5800)], { waits: { ...waits, acrossPods: false } })).toHaveLength(1);
+    expect(late([waiter('p0', 1200)], { waits: { ...waits, acrossPods: false } })).toHaveLength(1);
+    // Excused: a fault on the waiter's pod; an attempt answered before the run or sent after it; no answer; no waits option.
+    expect(late([waiter('p1', 5200)], {}, [{ name: 'kill', startAt: 0, healAt: 6000, pods: ['p1'] }])).toEqual([]);
+    expect(late([{ ...waiter('p1', 5200), sentAt: 600 }, { ...waiter('p1', 90), sentAt: 50 }, waiter('p1', 5200, 0)])).toEqual(
+      [],
+    );
+    // A double click: both sent before the run began; the one answered fresh is the run's own.
+    expect(late([{ ...waiter('p1', 5200), sentAt: 90 }])).toHaveLength(1);
+    expect(late([{ ...waiter('p1', 5200), sentAt: 90, replayed: false }])).toEqual([]);
+    expect(check(lines, [owner, waiter('p1', 5200)], [], options).violations).toEqual([]);
   });
 
   it("flags an answer carrying another tenant's response", () => {

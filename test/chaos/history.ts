@@ -52,6 +52,8 @@ export interface Attempt {
 export interface Run {
   runId: string;
   pod: string;
+  /** The pod's route (`wait` is the one with `inFlight: 'wait'`). */
+  route?: string;
   tenant: string;
   key: string;
   startAt: number;
@@ -82,6 +84,14 @@ export interface CheckOptions {
   rows?: Map<string, number>;
   /** Keys whose claim the store still held, live, after the run (peeked once every lease had ended). */
   heldClaims?: string[];
+  /** The `inFlight: 'wait'` route's promise: a duplicate is answered when the run it waits for settles. */
+  waits?: {
+    /** The run's settle (its commit and the wake-up) may take this long after the handler returned (ms). */
+    slackMs: number;
+    /** The store wakes the waiters of other pods (Redis, PostgreSQL); else they look again when `waitMs` ends. */
+    acrossPods: boolean;
+    waitMs: number;
+  };
 }
 
 /** What the checker found: the table's row and every violation, in words. */
@@ -99,6 +109,8 @@ export interface Verdict {
   stalls: number;
   /** Stretches in which the path to the store stood still as long (the proxies' process, the store server). */
   storeStalls: number;
+  /** Requests of the `wait` route that came while a run of their key ran, checked by the waiters' rule. */
+  waiters: number;
   violations: string[];
 }
 
@@ -142,7 +154,11 @@ function groupBy<T>(items: T[], of: (item: T) => string): Map<string, T[]> {
  * - every answer belongs to the tenant that asked, and every event of a request reached the listener
  *   in that request's async context;
  * - every key got a final answer, within `answerWithinMs` of the heal for keys unanswered by then;
- * - the store holds no live claim after the run, and the route wrote one business row per answered key.
+ * - the store holds no live claim after the run, and the route wrote one business row per answered key;
+ * - a duplicate that waited for a run (`inFlight: 'wait'`: sent before the run ended, answered after it
+ *   began, not its fresh answer) was answered within `waits.slackMs` of the
+ *   run's end (of its `waitMs` on another pod, where the store wakes no other pod), unless a fault or a
+ *   stall touched either pod or the store, or the run's response was not stored.
  */
 export function check(lines: HistoryLine[], attempts: Attempt[], faults: FaultWindow[], options: CheckOptions): Verdict {
   const violations: string[] = [];
@@ -245,6 +261,10 @@ export function check(lines: HistoryLine[], attempts: Attempt[], faults: FaultWi
     }
   }
   for (const key of options.heldClaims ?? []) violations.push(`${key}: the store still holds a live claim after the run`);
+  const waited = options.waits
+    ? lateWaiters(runs, byKey, options.waits, (key) => unstored.has(key), underFault, options.final)
+    : undefined;
+  violations.push(...(waited?.late ?? []));
   return {
     requests: attempts.length,
     runs: options.rows ? [...options.rows.values()].reduce((a, b) => a + b, 0) : runs.length,
@@ -255,6 +275,38 @@ export function check(lines: HistoryLine[], attempts: Attempt[], faults: FaultWi
     notStored: lapses.length - lapses.filter((e) => e.outcome === 'lease-lost').length,
     stalls: stalls.filter((s) => !s.store).length,
     storeStalls: stalls.filter((s) => s.store).length,
+    waiters: waited?.checked ?? 0,
     violations,
   };
+}
+
+/** The waiters of `wait` runs answered later than the run's settle allows (see {@link check}). */
+function lateWaiters(
+  runs: Run[],
+  byKey: Map<string, Attempt[]>,
+  waits: NonNullable<CheckOptions['waits']>,
+  unstored: (key: string) => boolean,
+  underFault: (e: { pod: string; at: number }) => boolean,
+  final: (status: number) => boolean,
+): { checked: number; late: string[] } {
+  const late: string[] = [];
+  let checked = 0;
+  for (const run of runs) {
+    const key = id(run.tenant, run.key);
+    if (run.route !== 'wait' || run.outcome !== 'returned' || unstored(key) || underFault({ pod: run.pod, at: run.endAt! }))
+      continue;
+    for (const a of byKey.get(key) ?? []) {
+      // A waiter: answered after the run began, sent before it ended, and not the run's own fresh answer.
+      const own = final(a.status) && !a.replayed;
+      if (a.status === 0 || own || a.doneAt < run.startAt || a.sentAt > run.endAt! || underFault({ pod: a.pod, at: a.doneAt }))
+        continue;
+      checked++;
+      const woken = a.pod === run.pod || waits.acrossPods ? run.endAt! : Math.max(run.endAt!, a.sentAt + waits.waitMs);
+      if (a.doneAt > woken + waits.slackMs)
+        late.push(
+          `${key}: a duplicate on ${a.pod} waiting for ${run.runId} was answered ${a.doneAt - run.endAt!} ms after it returned (${a.status})`,
+        );
+    }
+  }
+  return { checked, late };
 }

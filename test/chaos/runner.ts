@@ -2,7 +2,7 @@ import { sleep } from '../support/timing.js';
 import { Cluster, type StoreKind } from './cluster.js';
 import { type Fault, faultsFor } from './faults.js';
 import { type Attempt, check, type FaultWindow, type HistoryLine, id, type Verdict } from './history.js';
-import { drive, operations, random } from './workload.js';
+import { drive, operations, random, WAIT_MS } from './workload.js';
 
 /** How big one scenario (a fault on a store) is. */
 export interface ScenarioOptions {
@@ -29,7 +29,9 @@ export interface ScenarioResult extends Verdict {
 
 const LEASE_MS = 1000;
 const SLOW_MS = 400;
-const CHAOS_ROUTES = ['/fast', '/slow', '/slow', '/flaky', '/declined', '/stream'];
+const CHAOS_ROUTES = ['/fast', '/slow', '/slow', '/flaky', '/declined', '/stream', '/wait', '/wait'];
+/** A waiter is answered within this long of the run it waited for (the commit, the wake-up, a look at the store). */
+const WAIT_SLACK_MS = 1500;
 
 /** 2xx, and the declined route's 402: answers that are stored and replayed. */
 const final = (status: number): boolean => (status >= 200 && status < 300) || status === 402;
@@ -102,6 +104,7 @@ export async function runScenario(cluster: Cluster, fault: Fault, options: Scena
     final,
     rows,
     heldClaims: await cluster.heldClaims(ids),
+    waits: { slackMs: WAIT_SLACK_MS, acrossPods: store === 'redis' || store === 'postgres', waitMs: WAIT_MS },
   });
   const keys: ScenarioResult['evidence']['keys'] = {};
   for (const v of verdict.violations) {
@@ -156,6 +159,7 @@ export function table(results: readonly ScenarioResult[]): string {
     'not stored',
     'pod stalls',
     'store stalls',
+    'waiters',
     'max after heal (ms)',
     'violations',
   ];
@@ -171,6 +175,7 @@ export function table(results: readonly ScenarioResult[]): string {
     String(r.notStored),
     String(r.stalls),
     String(r.storeStalls),
+    String(r.waiters),
     String(r.maxAfterHealMs),
     String(r.violations.length),
   ]);

@@ -12,6 +12,9 @@ export function random(seed: number): () => number {
   };
 }
 
+/** How long a duplicate of the pods' `wait` route (`inFlight: 'wait'`) waits, in ms: the checker knows it. */
+export const WAIT_MS = 5000;
+
 /** One logical operation: a key of a tenant on a route, sent until it gets a final answer. */
 export interface Operation {
   tenant: string;
