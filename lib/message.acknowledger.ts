@@ -76,14 +76,15 @@ function messageId(message: unknown): string {
 
 /**
  * Acknowledges RabbitMQ deliveries for `@Idempotent({ ack: true })` handlers (a queue consumed with
- * `noAck: false`), and those an `ack: 'skipped'` handler is not run for, after the outcome is recorded: a consumer that dies before that gets the message
- * redelivered, and the fenced claim decides whether it runs. Nest runs every handler of an event
- * pattern on one delivery: it is settled once, when the last of them is done. A message that cannot
- * succeed (reused with other data, no key, a key that cannot be read) is rejected without requeue;
- * one whose duplicate is in flight is requeued after a pause; one whose handler failed is requeued
- * after a pause that doubles with each failure, at most `maxAttempts` times per message id in this
- * process, then rejected without requeue, which a queue with a dead-letter exchange parks there and
- * one without deletes: every rejection is logged at error level with the message id.
+ * `noAck: false`), and those an `ack: 'skipped'` handler is not run for, after the outcome is
+ * recorded: a consumer that dies before that gets the message redelivered, and the fenced claim
+ * decides whether it runs. Nest runs every handler of an event pattern on one delivery: it is settled
+ * once, when the last of them is done. A message that cannot succeed (reused with other data, no key,
+ * a key that cannot be read) is rejected without requeue; one whose duplicate is in flight is
+ * requeued after a pause; one whose handler failed is requeued after a pause that doubles with each
+ * failure, at most `maxAttempts` times per message id in this process, then rejected without
+ * requeue, which a queue with a dead-letter exchange parks there and one without deletes: every
+ * rejection is logged at error level with the message id.
  */
 @Injectable()
 export class MessageAcknowledger {

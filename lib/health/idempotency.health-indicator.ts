@@ -23,8 +23,9 @@ export type IdempotencyHealthResult<Key extends string = string> = Record<
 /**
  * A health indicator for `@nestjs/terminus`: up when the idempotency store answers a ping within the
  * timeout, down with the store's error sentence otherwise (a down store means every `@Idempotent()`
- * request gets 503; a store without the recovery points `atomicPhases` routes use is down too). It returns Terminus's result shape and imports nothing of Terminus, so it costs
- * nothing where Terminus is not installed: `health.check([() => idempotency.isHealthy('idempotency')])`.
+ * request gets 503; a store without the recovery points `atomicPhases` routes use is down too). It
+ * returns Terminus's result shape and imports nothing of Terminus, so it costs nothing where Terminus
+ * is not installed: `health.check([() => idempotency.isHealthy('idempotency')])`.
  */
 @Injectable()
 export class IdempotencyHealthIndicator {
