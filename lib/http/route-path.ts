@@ -37,5 +37,5 @@ export function routedPath(path: string, pattern: string): string {
   if (!template) return path;
   const parts = segments(path);
   if (parts.length !== template.length) return path;
-  return parts.map((part, i) => template[i] ?? part).join('/') || '/';
+  return parts.map((part, i) => template[i] ?? part).join('/');
 }

@@ -28,9 +28,9 @@ export class PostgresSchemaCheck {
     return postgresMigrationsSql(this.names);
   }
 
-  /** The recovery points' table exists (migration 002): forget and the sweep delete from it too. */
+  /** The recovery points' table exists (migration 002): forget and the sweep delete from it too. Read once connected. */
   get hasPhases(): boolean {
-    return this.found?.phases ?? false;
+    return this.found!.phases;
   }
 
   /** At connect: creates the schema unless told not to, refuses one this release cannot use. */

@@ -122,6 +122,7 @@ export class PostgresStore implements IdempotencyStore {
 
   /** Its recovery point goes too: the next request with the key starts over. */
   async forget(key: string): Promise<boolean> {
+    await this.pool();
     if (this.schema.hasPhases) await this.run(NORMAL, `DELETE FROM ${this.qualified(PHASES_SUFFIX)} WHERE key = $1`, [key]);
     return this.fenced(NORMAL, `DELETE FROM ${this.qualified()} WHERE key = $1 AND expires_at > clock_timestamp()`, [key]);
   }
@@ -179,6 +180,7 @@ export class PostgresStore implements IdempotencyStore {
 
   /** Deletes expired rows in batches; `FOR UPDATE SKIP LOCKED` lets pods sweep at once without waiting. */
   async sweep(): Promise<number> {
+    await this.pool();
     const query = (text: string) => this.query(NORMAL, text, []);
     const phases = this.schema.hasPhases ? await sweepExpired(query, this.qualified(PHASES_SUFFIX)) : 0;
     return phases + (await sweepExpired(query, this.qualified()));

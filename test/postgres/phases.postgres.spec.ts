@@ -715,6 +715,12 @@ describePg('@Idempotent({ atomicPhases: true }) on PostgreSQL: recovery points',
       workflow: 'book',
       input: { rider: 'r' },
     });
+    // Forget and the sweep on a store not opened yet: they connect first, and the recovery point goes too.
+    const fresh = new PostgresStore({ pool, sweepIntervalMs: 0 });
+    expect(await fresh.sweep()).toBe(0);
+    expect(await fresh.forget('points-named')).toBe(true);
+    expect(await store.recoveryPoint('points-named')).toBeUndefined();
+    await fresh.close();
     const record = sampleRecord('fp');
     expect(await tx.run((sql) => store.finishIn(sql, 'points-plain', 'not me', record, 60_000))).toBe(false);
     expect(await tx.run((sql) => store.finishIn(sql, 'points-plain', 'o', record, 60_000))).toBe(true);
