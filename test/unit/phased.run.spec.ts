@@ -6,6 +6,7 @@ import type { IdempotencyStore, PhaseAdvance, SqlExecutor, StoredResponse } from
 import { endsTheRun } from '../../lib/phases/phase-error.classifier.js';
 import { PhasedRun } from '../../lib/phases/phased.run.js';
 import { activeClaim } from '../support/claims.js';
+import { spyOnLogger } from '../support/logger.js';
 import { until } from '../support/timing.js';
 
 const SQL: SqlExecutor = { query: () => Promise.resolve([]) };
@@ -39,6 +40,7 @@ function backend(over: { advanced?: boolean; finished?: boolean } = {}) {
 }
 
 describe('PhasedRun', () => {
+  const logs = spyOnLogger();
   it('commits each phase in a transaction of its own, with its result as JSON, the lease and the ttl of the claim', async () => {
     const { seen, backend: b } = backend();
     const run = new PhasedRun(activeClaim({ leaseMs: 7, ttlMs: 9 }), undefined, b);
@@ -92,6 +94,12 @@ describe('PhasedRun', () => {
     await expect(half.phase('three', () => ++called)).rejects.toMatchObject(changed);
     expect(called).toBe(0);
     expect(seen.transactions).toBe(0);
+    expect(logs.errors.mock.calls.map((args: unknown[]) => String(args[0]))).toEqual([
+      `phased run of key "${activeClaim().storeKey}": an earlier attempt committed ["one","two"], and this one reached "three" before ["one","two"]: the handler's phases changed since (a deploy?). Not run, answering 500 on every retry; finish the run by hand and forget the key (IdempotencyAdmin), or deploy the phases in their earlier order`,
+      expect.stringContaining('reached "four" before ["one","two"]'),
+      expect.stringContaining('reached "finish()" before ["one","two"]'),
+      expect.stringContaining('committed ["one","two"], and this one reached "three" before ["two"]'),
+    ]);
     // Committed phases replayed in another order change nothing: all of them are reached before new work.
     const reordered = new PhasedRun(activeClaim(), point, b);
     expect([await reordered.phase('two', () => 0), await reordered.phase('one', () => 0)]).toEqual([2, 1]);
