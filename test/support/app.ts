@@ -54,7 +54,12 @@ export async function startApp(
 /** Listens on a free loopback port and returns the base URL. */
 export async function listen(app: INestApplication): Promise<string> {
   await app.listen(0, '127.0.0.1');
-  const address = (app.getHttpServer() as Server).address();
+  const server = app.getHttpServer() as Server;
+  // Node's 5 s (Express's server) against fetch's 4 s: on a starved machine both timers are overdue at
+  // once, the server may close a socket the client has just reused, and the request fails with
+  // ECONNRESET (a CI run with other jobs on the cores). Fastify's own default is 72 s.
+  server.keepAliveTimeout = 72_000;
+  const address = server.address();
   if (!address || typeof address === 'string') throw new Error('no address');
   return `http://127.0.0.1:${address.port}`;
 }
