@@ -1,13 +1,20 @@
-import { type ArgumentsHost, Catch, type ExceptionFilter } from '@nestjs/common';
+import { type ArgumentsHost, Catch, type ExceptionFilter, Inject } from '@nestjs/common';
+import type { ServerResponse } from 'node:http';
 import { throwError } from 'rxjs';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
 import { IdempotentReplay } from './exceptions/idempotent-replay.exception.js';
+import { writeAnswer } from './http/answer.writer.js';
+import { isFastifyReply } from './http/response.adapter.js';
+import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
+import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
 
 /**
- * Applied with `@Idempotent()`. On HTTP the interceptor has already sent the answer (a replay, or the
- * module's 4xx/503) before throwing it on, so there is nothing left to write; catching the two keeps
- * Nest's default handler from logging a replay as an unknown error. When an application filter
- * catches them first (a catch-all above `@Idempotent()`), what it writes is discarded.
+ * Applied with `@Idempotent()`. On HTTP the interceptor has mostly sent the answer (a replay, or the
+ * module's 4xx/503) before throwing it on, and the response is locked; one nothing has written yet
+ * (an `IdempotencyException` the handler threw itself, a phased run's `phases-changed`) is written
+ * here, so no request is left without an answer. Catching the two keeps Nest's default handler from
+ * logging a replay as an unknown error. When an application filter catches them first (a catch-all
+ * above `@Idempotent()`), what it writes after the module's answer is discarded.
  *
  * Outside HTTP the module's refusals leave as an `RpcException` or a GraphQL error, never these: one
  * that arrives here is the handler's own (an `IdempotencyInbox.run()` inside it, say), and must reach
@@ -15,8 +22,16 @@ import { IdempotentReplay } from './exceptions/idempotent-replay.exception.js';
  */
 @Catch(IdempotencyException, IdempotentReplay)
 export class IdempotencyExceptionFilter implements ExceptionFilter {
+  constructor(@Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions) {}
+
   catch(exception: unknown, host: ArgumentsHost): unknown {
     // An RPC filter's value is the reply: undefined would answer nothing. (GraphQL rethrows by itself.)
-    return host.getType() === 'rpc' ? throwError(() => exception) : undefined;
+    if (host.getType() === 'rpc') return throwError(() => exception);
+    if (host.getType() === 'http') {
+      const response = host.switchToHttp().getResponse<object>();
+      const raw = isFastifyReply(response) ? response.raw : (response as ServerResponse);
+      if (!raw.headersSent) writeAnswer(response, exception, this.options);
+    }
+    return undefined;
   }
 }

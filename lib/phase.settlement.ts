@@ -115,8 +115,6 @@ export class PhaseSettlement implements RunSettlement, HandlerEvents {
     }
     // A phase's transaction lost a serialization conflict or a deadlock: a retry resumes there.
     if (!answer && ROLLED_BACK.has(sqlState(err))) answer = IdempotencyException.of('not-committed', MESSAGES.notCommitted);
-    // The run's own refusal (phases-changed): the module's filter writes nothing, so it is written here.
-    if (!answer && err instanceof IdempotencyException) answer = err;
     if (!answer) return this.subscriber.error(err);
     writeAnswer(this.start.response, answer, deps.options);
     this.subscriber.error(answer);
