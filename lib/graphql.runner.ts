@@ -1,7 +1,10 @@
 import { type CallHandler, type ExecutionContext, Inject, Injectable } from '@nestjs/common';
+import type { GraphQLResolveInfo } from 'graphql';
 import { lastValueFrom, type Observable, of } from 'rxjs';
 import { GraphqlRefusal } from './exceptions/graphql-refusal.exception.js';
 import { IdempotencyException } from './exceptions/idempotency.exception.js';
+import { fieldOutput, loadGraphqlJs } from './graphql/field-output.js';
+import { replayField } from './graphql/field-replay.js';
 import { GraphqlContext } from './graphql/graphql.context.js';
 import { markReplayed } from './graphql/replay-marks.js';
 import { sentHeader, type HttpRequestLike } from './http/request.reader.js';
@@ -33,8 +36,8 @@ interface RequestRuns {
 /**
  * Runs an `@Idempotent()` GraphQL mutation resolver once per key: the key is the GraphQL request's
  * key header (or what `keyFrom` reads of the arguments), scoped by the module's identity resolver on
- * the request; the resolver's value is stored as JSON and a retry gets it back — its selected fields
- * are then resolved from it — with the `Idempotent-Replayed` header and, with
+ * the request; what the client receives for the field (its selection resolved, its scalars
+ * serialised) is stored, and a retry gets those bytes back with the `Idempotent-Replayed` header and, with
  * `idempotencyApolloPlugin()`, an `extensions.idempotency.replayed` entry. The module's refusals are
  * GraphQL errors whose `extensions` are `{ code, status, retryable }`.
  */
@@ -50,8 +53,7 @@ export class GraphqlRunner {
   ) {}
 
   async handle(context: ExecutionContext, next: CallHandler, route: ResolvedRouteOptions): Promise<Observable<unknown>> {
-    const [, args, gql, info] =
-      context.getArgs<[unknown, unknown, GraphqlRequestContext, { fieldName: string; path: { key: string } }]>();
+    const [, args, gql, info] = context.getArgs<[unknown, unknown, GraphqlRequestContext, GraphQLResolveInfo]>();
     const request = gql.req ?? gql.request ?? gql.reply?.request;
     const { keyFrom } = route.graphql!;
     const key = keyFrom ? keyFrom(args, context) : request && sentHeader(request, this.options.headerName);
@@ -64,7 +66,9 @@ export class GraphqlRunner {
       // Without a request (a context of the application's own) an identity resolver gets undefined.
       const scoped = (r: ResolvedRouteOptions) => this.identities.scopeOf(request as HttpRequestLike, context, r);
       const call = new GraphqlContext(key, info.fieldName, args, scoped, !keyFrom);
-      const work = (): Promise<unknown> => lastValueFrom(next.handle(), { defaultValue: undefined });
+      const js = await loadGraphqlJs();
+      const work = async (): Promise<unknown> =>
+        fieldOutput(js, await lastValueFrom(next.handle(), { defaultValue: undefined }), info, gql);
       // A batch's operations run at once: the same mutation and key twice in one request waits for
       // the first, and replays it, as the second of one document (run one after the other) does.
       const same = `${route.id}\n${key}`;
@@ -72,8 +76,8 @@ export class GraphqlRunner {
       const run = (before ? before.catch(() => undefined) : Promise.resolve()).then(() => this.inbox.run(route, call, work));
       mine.runs.set(same, run);
       const done = await run;
-      if (done.duplicate) this.replayed(gql, info.path.key);
-      return of(done.value);
+      if (done.duplicate) this.replayed(gql, String(info.path.key));
+      return of(replayField(js, done.value, info));
     } catch (err) {
       throw err instanceof IdempotencyException && err.code ? new GraphqlRefusal(err) : err;
     }

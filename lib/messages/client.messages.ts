@@ -18,6 +18,8 @@ export const MESSAGES = {
   argumentKey: 'the mutation has no idempotency key in the argument its keyFrom reads',
   tooManyMutations: (max: number) =>
     `this request has more than ${max} idempotent mutations with a key; this one was not run: send the rest in another request`,
+  graphqlNotReplayed: (field: string) =>
+    `${field} was not selected when this key was first used: a retry gets the fields the first request selected`,
   reused: (header: string) => `${header} was already used for a different request`,
   tooDeep: 'request body is nested too deeply',
   unreadBody:

@@ -15,8 +15,8 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   transactions: ['transactions', 'interfaces', 'messages'],
   // A message as the protocol reads it: a context, like http/, but knowing no HTTP.
   inbox: ['interfaces', 'utils', 'exceptions', 'messages'],
-  // A GraphQL mutation as the protocol reads it: a context too.
-  graphql: ['interfaces', 'utils'],
+  // A GraphQL mutation as the protocol reads it: a context too; its output stored and replayed through the schema.
+  graphql: ['graphql', 'interfaces', 'utils', 'messages'],
   openapi: [
     'openapi',
     'interfaces',

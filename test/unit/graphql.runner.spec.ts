@@ -3,6 +3,7 @@ import { type CallHandler, IntrinsicException } from '@nestjs/common';
 import { ExecutionContextHost } from '@nestjs/core/helpers/execution-context-host.js';
 import { Args, Mutation, Resolver } from '@nestjs/graphql';
 import { GraphqlRefusal } from '../../lib/exceptions/graphql-refusal.exception.js';
+import { buildSchema, type FieldNode, GraphQLString, type OperationDefinitionNode, parse } from 'graphql';
 import { lastValueFrom, type Observable, of } from 'rxjs';
 import { Idempotent, idempotencyApolloPlugin, type IdempotencyModuleOptions, InMemoryStore } from '../../lib/index.js';
 import { GraphqlContext } from '../../lib/graphql/graphql.context.js';
@@ -25,12 +26,33 @@ class Refunds {
   }
 }
 
+const schema = buildSchema(
+  'type Query { ok: String } type Mutation { refund(orderId: String): String note(text: String): String }',
+);
+
+/** The resolve info graphql-js hands the resolver of `field`, answered under `key`. */
+function infoFor(field: string, key: string) {
+  const operation = parse(`mutation { ${key}: ${field} }`).definitions[0] as OperationDefinitionNode;
+  const node = operation.selectionSet.selections[0] as FieldNode;
+  return {
+    fieldName: field,
+    path: { key, prev: undefined, typename: 'Mutation' },
+    schema,
+    returnType: GraphQLString,
+    parentType: schema.getMutationType(),
+    fieldNodes: [node],
+    fragments: {},
+    variableValues: {},
+    operation,
+  };
+}
+
 type Gql = { req?: object; request?: object; res?: object; reply?: object & { request?: object } };
 
 function setup(options: IdempotencyModuleOptions = {}, handler: 'refund' | 'note' = 'refund') {
   const { interceptor } = createProtocol({ store: new InMemoryStore(), ...options });
   const call = async (args: object, gql: Gql, handle: () => Observable<unknown> = () => of('ran'), key = 'refund') => {
-    const info = { fieldName: handler, path: { key } };
+    const info = infoFor(handler, key);
     const context = new ExecutionContextHost([{}, args, gql, info], Refunds, Refunds.prototype[handler]);
     context.setType('graphql');
     const next: CallHandler = { handle };
