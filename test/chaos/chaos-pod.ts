@@ -1,6 +1,21 @@
 import 'reflect-metadata';
-import { Controller, HttpCode, type MiddlewareConsumer, Module, type NestModule, Post, Req } from '@nestjs/common';
+import { ApolloDriver, type ApolloDriverConfig } from '@nestjs/apollo';
+import { Controller, HttpCode, type MiddlewareConsumer, Module, type NestModule, Post, Req, Res } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import {
+  Args,
+  Context,
+  Field,
+  GraphQLISODateTime,
+  GraphQLModule,
+  Int,
+  Mutation,
+  ObjectType,
+  Query,
+  Resolver,
+} from '@nestjs/graphql';
+import { MercuriusDriver, type MercuriusDriverConfig } from '@nestjs/mercurius';
+import { MessagePattern, Payload, Transport } from '@nestjs/microservices';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
@@ -8,6 +23,7 @@ import { appendFileSync } from 'node:fs';
 import { map, timer } from 'rxjs';
 import {
   type IdempotencyEvent,
+  IdempotencyInbox,
   IdempotencyModule,
   type IdempotencyStore,
   Idempotent,
@@ -20,11 +36,13 @@ import type { HistoryLine } from './history.js';
 import { watchStalls } from './stalls.js';
 import { WAIT_MS } from './workload.js';
 
-// One pod of the fault-injection suite, in a process of its own: six handlers of different shapes
-// behind @Idempotent(), each run appended to a log shared by every pod of a run (one line per write,
-// O_APPEND), and every idempotency event too, with the tenant and key of the request it belongs to.
-// Environment: STORE (memory, redis, postgres, sqlite), STORE_URL (Redis or PostgreSQL URL, SQLite
-// file), ADAPTER, POD, LOG, LEASE_MS, SLOW_MS, POOL_SIZE.
+// One pod of the fault-injection suite, in a process of its own: handlers of every surface — six HTTP
+// routes of different shapes behind @Idempotent(), a GraphQL mutation (Apollo on the Express pod,
+// Mercurius on the Fastify one), a route that runs its work through IdempotencyInbox, and a NATS
+// request handler in a queue group — each run appended to a log shared by every pod of a run (one
+// line per write, O_APPEND), and every idempotency event too, with the tenant and key of the request
+// it belongs to. Environment: STORE (memory, redis, postgres, sqlite), STORE_URL (Redis or PostgreSQL
+// URL, SQLite file), ADAPTER, POD, LOG, LEASE_MS, SLOW_MS, POOL_SIZE, NATS_URL (no NATS handler without).
 
 const POD = process.env.POD ?? 'pod';
 const LOG = process.env.LOG ?? '/dev/null';
@@ -49,10 +67,20 @@ function header(req: { headers: Record<string, string | string[] | undefined> },
   return String(req.headers[name] ?? '');
 }
 
+type Headers = { headers: Record<string, string | string[] | undefined> };
+const factsOf = (req: Headers): RequestFacts => ({ tenant: header(req, 'x-tenant'), key: header(req, 'idempotency-key') });
+
+/** Keeps which tenants sent a key, so that an event (which names the key by its hash) finds them. */
+function seen(facts: RequestFacts): void {
+  const hash = createHash('sha256').update(facts.key).digest('hex');
+  const known = byHash.get(hash) ?? [];
+  if (!known.some((c) => c.tenant === facts.tenant)) byHash.set(hash, [...known, facts]);
+}
+
 /** Logs the start and the end of one handler run and answers with what identifies it. */
-async function run(req: { headers: Record<string, string | string[] | undefined> }, route: string, work: () => Promise<void>) {
+async function run(req: Headers | RequestFacts, route: string, work: () => Promise<void>) {
   const runId = `${POD}#${++runs}`;
-  const facts = { tenant: header(req, 'x-tenant'), key: header(req, 'idempotency-key') };
+  const facts = 'headers' in req ? factsOf(req) : req;
   write({ t: 'run', runId, pod: POD, route, ...facts, at: Date.now() });
   try {
     await work();
@@ -68,6 +96,8 @@ const pause = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 @Controller('chaos')
 class ChaosController {
+  constructor(private readonly inbox: IdempotencyInbox) {}
+
   @Post('fast')
   @Idempotent()
   fast(@Req() req: never) {
@@ -105,6 +135,26 @@ class ChaosController {
     return run(req, 'wait', () => pause(SLOW_MS));
   }
 
+  /** Work that is not a route of its own: IdempotencyInbox.run, scoped by the tenant, its duplicate answered its value. */
+  @Post('inbox')
+  async inboxed(@Req() req: Headers, @Res({ passthrough: true }) res: { header(name: string, value: string): unknown }) {
+    const facts = factsOf(req);
+    const done = await this.inbox.run(facts.key, { consumer: 'chaos.inbox', scope: facts.tenant }, () =>
+      run(facts, 'inbox', () => pause(SLOW_MS / 2)),
+    );
+    if (done.duplicate) res.header('idempotent-replayed', 'true');
+    return done.value;
+  }
+
+  /** A NATS request (a queue group spreads them over the pods): the key and the tenant come in the data. */
+  @MessagePattern('chaos.nats')
+  @Idempotent({ keyFrom: (data: RequestFacts) => data.key, scope: (data: RequestFacts) => data.tenant })
+  nats(@Payload() data: RequestFacts) {
+    const facts = { tenant: data.tenant, key: data.key };
+    seen(facts);
+    return current.run(facts, () => run(facts, 'nats', () => pause(SLOW_MS / 2)));
+  }
+
   /** An Observable that emits after a pause. */
   @Post('stream')
   @Idempotent()
@@ -119,6 +169,51 @@ class ChaosController {
       }),
     );
   }
+}
+
+@ObjectType()
+class ChaosAnswer {
+  @Field()
+  tenant!: string;
+  @Field()
+  key!: string;
+  @Field()
+  route!: string;
+  @Field()
+  runId!: string;
+  /** A Date behind Nest's DateTime scalar: what a replay must answer as the first answer had it (issue 44, item 8). */
+  @Field(() => GraphQLISODateTime)
+  at!: Date;
+}
+
+@Resolver()
+class ChaosResolver {
+  @Query(() => String)
+  health() {
+    return 'ok';
+  }
+
+  @Mutation(() => ChaosAnswer)
+  @Idempotent()
+  async charge(
+    @Args('amount', { type: () => Int }) _amount: number,
+    @Context() gql: { req?: Headers; reply?: { request: Headers } },
+  ) {
+    const answer = await run(gql.req ?? gql.reply!.request, 'graphql', () => pause(SLOW_MS / 2));
+    return { ...answer, at: new Date(Number(answer.runId.split('#')[1])) };
+  }
+}
+
+/** Apollo on the Express pod, Mercurius on the Fastify one, under the pods' base path. */
+function graphql() {
+  return process.env.ADAPTER === 'fastify'
+    ? GraphQLModule.forRoot<MercuriusDriverConfig>({ driver: MercuriusDriver, autoSchemaFile: true, path: '/chaos/graphql' })
+    : GraphQLModule.forRoot<ApolloDriverConfig>({
+        driver: ApolloDriver,
+        autoSchemaFile: true,
+        path: '/chaos/graphql',
+        context: ({ req, res }: { req: unknown; res: unknown }) => ({ req, res }),
+      });
 }
 
 function store(): IdempotencyStore {
@@ -167,17 +262,17 @@ function onEvent(event: IdempotencyEvent): void {
       identity: (req: { headers: Record<string, string | string[] | undefined> }) => header(req, 'x-tenant') || 'anonymous',
       events: onEvent,
     }),
+    graphql(),
   ],
   controllers: [ChaosController],
+  providers: [ChaosResolver],
 })
 class ChaosModule implements NestModule {
   configure(consumer: MiddlewareConsumer): void {
     consumer
-      .apply((req: never, _res: unknown, next: () => void) => {
-        const facts = { tenant: header(req, 'x-tenant'), key: header(req, 'idempotency-key') };
-        const hash = createHash('sha256').update(facts.key).digest('hex');
-        const seen = byHash.get(hash) ?? [];
-        if (!seen.some((c) => c.tenant === facts.tenant)) byHash.set(hash, [...seen, facts]);
+      .apply((req: Headers, _res: unknown, next: () => void) => {
+        const facts = factsOf(req);
+        seen(facts);
         current.run(facts, next);
       })
       .forRoutes('*path');
@@ -193,6 +288,10 @@ async function main(): Promise<void> {
       ? await NestFactory.create(ChaosModule, new FastifyAdapter(), { logger: ['error', 'warn'] })
       : await NestFactory.create(ChaosModule, { logger: ['error', 'warn'] });
   app.enableShutdownHooks();
+  if (process.env.NATS_URL) {
+    app.connectMicroservice({ transport: Transport.NATS, options: { servers: [process.env.NATS_URL], queue: 'chaos-pods' } });
+    await app.startAllMicroservices();
+  }
   await app.listen(0, '127.0.0.1');
   const url = await app.getUrl();
   console.log(`chaos pod ${POD} on ${url.replace('[::1]', '127.0.0.1').replace('localhost', '127.0.0.1')}`);

@@ -75,7 +75,7 @@ async function main(): Promise<number> {
       report: (r) =>
         console.log(
           `${r.store} ${r.fault} seed ${r.seed}: ${r.requests} requests, ${r.runs} runs, ${r.doubles} doubles, ${r.stuck} stuck, ` +
-            `${r.lostLeases} leases lost, ${r.notStored} not stored, ${r.stalls} pod stalls, ${r.storeStalls} store stalls, ${r.waiters} waiters, ` +
+            `${r.lostLeases} leases lost, ${r.notStored} not stored, ${r.stalls} pod stalls, ${r.storeStalls} store stalls, ${r.waiters} waiters, ${r.completed} finished by a completer, ` +
             `${r.maxAfterHealMs} ms after heal${r.violations.length ? `, VIOLATIONS:\n  ${r.violations.join('\n  ')}` : ''}`,
         ),
     });

@@ -1,8 +1,13 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type IdempotencyStore, PostgresStore, RedisStore, SqliteStore } from '../../lib/index.js';
+import { type ClientProxy, ClientProxyFactory, Transport } from '@nestjs/microservices';
+import { firstValueFrom, timeout } from 'rxjs';
+import { FakeProvider } from '../support/fake-provider.js';
+import { NatsServer, natsAvailable } from '../support/nats-server.js';
 import { FaultProxy } from '../support/fault-proxy.js';
 import { Pod } from '../support/pod.js';
 import { PostgresServer } from '../support/postgres-server.js';
@@ -74,7 +79,7 @@ class ChaosPod implements RunningPod {
   }
 }
 
-/** A ledger sample pod under the runner's name. */
+/** A ledger sample pod under the runner's name: its charges (transactional) and rides (atomic phases) routes. */
 class LedgerPod implements RunningPod {
   constructor(
     readonly name: string,
@@ -82,7 +87,12 @@ class LedgerPod implements RunningPod {
   ) {}
 
   get base(): string {
-    return `${this.pod.base}/api/ledger/charges`;
+    return `${this.pod.base}/api/ledger`;
+  }
+
+  /** What the pod printed so far (its log lines). */
+  get output(): string {
+    return this.pod.output.join('');
   }
 
   signal(signal: NodeJS.Signals): void {
@@ -121,6 +131,13 @@ export class Cluster {
   readonly log: string;
   redis: RedisServer | undefined;
   postgres: PostgresServer | undefined;
+  /** The rides route's payment provider (`postgres-tx`): deduplicates by key, counts every call. */
+  provider: FakeProvider | undefined;
+  /** The chaos pods' NATS server (not on `postgres-tx`, nor where nats-server is not installed), and the client's connection. */
+  nats: NatsServer | undefined;
+  private natsClient: ClientProxy | undefined;
+  /** Every ledger pod started, dead ones too: their logs say what their completers finished. */
+  private readonly ledgerPods: LedgerPod[] = [];
   private readonly dir: string;
   private inspector: IdempotencyStore | undefined;
   private started = 0;
@@ -165,6 +182,12 @@ export class Cluster {
     } else if (store === 'postgres' || store === 'postgres-tx') {
       this.postgres = await PostgresServer.start({ ownServer: true });
     }
+    if (store === 'postgres-tx') this.provider = await FakeProvider.start();
+    else if (natsAvailable('fault-injection suite (NATS)')) {
+      this.nats = await NatsServer.start();
+      this.natsClient = ClientProxyFactory.create({ transport: Transport.NATS, options: { servers: [this.nats.url] } });
+      await this.natsClient.connect();
+    }
     if (this.redis || this.postgres) {
       const port = Number(new URL(this.storeUrl).port);
       for (let i = 0; i < this.options.pods; i++) this.proxies.push(await FaultProxy.start(port));
@@ -177,13 +200,13 @@ export class Cluster {
     }
   }
 
-  /** (Re)starts the pod of a slot, behind the slot's proxy. */
-  async startPod(slot: number): Promise<RunningPod> {
+  /** (Re)starts the pod of a slot, behind the slot's proxy (a slot past the pods shares the first's); `env` for the ledger pod. */
+  async startPod(slot: number, env: NodeJS.ProcessEnv = {}): Promise<RunningPod> {
     const { store, leaseMs, slowMs } = this.options;
     const name = `p${slot}.${++this.started}`;
     const adapter = slot % 2 === 0 ? 'express' : 'fastify';
-    const url = this.proxies[slot]?.url(this.storeUrl) ?? this.storeUrl;
-    const pod: RunningPod =
+    const url = (this.proxies[slot] ?? this.proxies[0])?.url(this.storeUrl) ?? this.storeUrl;
+    const pod =
       store === 'postgres-tx'
         ? new LedgerPod(
             name,
@@ -194,8 +217,16 @@ export class Cluster {
               adapter,
               leaseMs,
               providerLatencyMs: slowMs / 2,
-              // A transactional route's lease is its transaction timeout, never renewed: the same length here.
-              env: { TRANSACTION_TIMEOUT_MS: String(leaseMs) },
+              env: {
+                // A transactional route's lease is its transaction timeout, never renewed: the same length here.
+                TRANSACTION_TIMEOUT_MS: String(leaseMs),
+                PAYMENT_PROVIDER_URL: this.provider!.url,
+                // Every pod runs the completer: rides whose client went away (or whose pod died) are
+                // finished by it, racing the clients' own retries.
+                COMPLETER_INTERVAL_MS: String(leaseMs / 2),
+                COMPLETER_IDLE_MS: String(leaseMs * 2),
+                ...env,
+              },
             }),
           )
         : await ChaosPod.start(name, {
@@ -206,8 +237,34 @@ export class Cluster {
             LEASE_MS: String(leaseMs),
             SLOW_MS: String(slowMs),
             POOL_SIZE: this.options.poolSize ? String(this.options.poolSize) : '',
+            NATS_URL: this.nats?.url ?? '',
           });
+    if (pod instanceof LedgerPod) this.ledgerPods.push(pod);
     this.slots[slot] = pod;
+    return pod;
+  }
+
+  /** A NATS request as the pods' handler takes it: its reply with 200, its error's status (500 without one), 0 for no answer in time. */
+  async natsRequest(subject: string, data: object, timeoutMs: number): Promise<{ status: number; text: string }> {
+    try {
+      const reply = await firstValueFrom(this.natsClient!.send(subject, data).pipe(timeout(timeoutMs)));
+      return { status: 200, text: JSON.stringify(reply) };
+    } catch (error) {
+      const status = (error as { status?: unknown }).status;
+      if ((error as Error).name === 'TimeoutError') return { status: 0, text: 'TimeoutError' };
+      return { status: typeof status === 'number' ? status : 500, text: JSON.stringify(error) };
+    }
+  }
+
+  /** Runs the ledger pods' completers drove through their last phase so far. */
+  completions(): number {
+    return this.ledgerPods.reduce((n, pod) => n + pod.output.split('the completer drove an abandoned run').length - 1, 0);
+  }
+
+  /** Starts a pod that takes no requests until {@link join} puts it in a slot of its own. */
+  async standby(env: NodeJS.ProcessEnv): Promise<RunningPod> {
+    const pod = await this.startPod(this.slots.length, env);
+    this.slots.pop();
     return pod;
   }
 
@@ -252,12 +309,36 @@ export class Cluster {
     return held;
   }
 
-  /** Business rows per `tenant/key` (the ledger's charges). */
+  /** Business rows per `tenant/key`: the ledger's charges, and its rides (a ride's origin is its key). */
   async rows(): Promise<Map<string, number>> {
-    const rows = await this.postgres!.query<{ account_id: string; idempotency_key: string; n: number }>(
-      'SELECT account_id, idempotency_key, count(*)::int AS n FROM charges GROUP BY 1, 2',
+    const rows = await this.postgres!.query<{ account_id: string; key: string; n: number }>(
+      `SELECT account_id, idempotency_key AS key, count(*)::int AS n FROM charges GROUP BY 1, 2
+       UNION ALL SELECT account_id, origin, count(*)::int FROM rides GROUP BY 1, 2`,
     );
-    return new Map(rows.map((r) => [`${r.account_id.replace(/^acct_/, '')}/${r.idempotency_key}`, r.n]));
+    return new Map(rows.map((r) => [`${r.account_id.replace(/^acct_/, '')}/${r.key}`, r.n]));
+  }
+
+  /** Rides (`tenant/key`) not charged or without their receipt: half done, unless the provider declined them. */
+  async unfinishedRides(): Promise<string[]> {
+    const rows = await this.postgres!.query<{ account_id: string; origin: string }>(
+      'SELECT account_id, origin FROM rides WHERE charge_id IS NULL OR NOT receipt_queued',
+    );
+    return rows.map((r) => `${r.account_id.replace(/^acct_/, '')}/${r.origin}`);
+  }
+
+  /** The payment provider's calls for the charge of each ride (`tenant/key`), by the key the run derived. */
+  providerCalls(ids: string[]): Map<string, number> {
+    const calls = new Map<string, number>();
+    for (const id of ids) {
+      const [tenant, key] = id.split('/');
+      const derived = createHash('sha256')
+        .update(`idem:acct_${tenant}:${key}`)
+        .update('\n')
+        .update('charge_created')
+        .digest('base64url');
+      calls.set(id, this.provider?.callsWith(derived) ?? 0);
+    }
+    return calls;
   }
 
   private async openInspector(): Promise<IdempotencyStore | undefined> {
@@ -298,6 +379,9 @@ export class Cluster {
     await Promise.all(this.proxies.map((p) => p.close()));
     await this.redis?.stop();
     await this.postgres?.destroy();
+    await this.provider?.stop();
+    await Promise.resolve(this.natsClient?.close()).catch(() => undefined);
+    await this.nats?.stop();
     rmSync(this.dir, { recursive: true, force: true });
   }
 }

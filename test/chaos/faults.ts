@@ -9,6 +9,8 @@ export interface Injected {
   heal(): Promise<void>;
   /** Makes the cluster whole again after the heal (starts a killed pod's successor). */
   recover?(): Promise<unknown>;
+  /** A pod the fault added to the cluster, to send a request to. */
+  joined?: { pod: string; base: string };
 }
 
 /** One kind of fault, for the stores it applies to. */
@@ -19,8 +21,13 @@ export interface Fault {
   holdMs(leaseMs: number): number;
   /** It takes the store out of reach (leases may lapse, commits fail); see FaultWindow.cutsStore. */
   cutsStore?: boolean;
+  /** Readies the fault before the load starts (a pod that takes time to start). */
+  prepare?(cluster: Cluster): Promise<void>;
   inject(cluster: Cluster): Promise<Injected>;
 }
+
+/** The pod `crash-in-phase` readies, per cluster: the ledger sample set to die right after a ride's charge phase. */
+const crashing = new WeakMap<Cluster, NonNullable<Cluster['slots'][number]>>();
 
 const NETWORK: readonly StoreKind[] = ['redis', 'postgres', 'postgres-tx'];
 const POD_FAULTS: readonly StoreKind[] = ['redis', 'postgres', 'sqlite', 'postgres-tx'];
@@ -148,6 +155,21 @@ export const FAULTS: readonly Fault[] = [
       const injected = replacing(cluster, (pod) => pod.terminate());
       // A graceful shutdown excuses nothing: its handlers must finish and commit.
       return { ...injected, pods: [] };
+    },
+  },
+  {
+    // A pod set to die (SIGKILL) right after a ride's charge phase gets one ride, from a client that
+    // never comes back: the provider was called and the charge committed, the receipt not. Nobody
+    // but a completer on the other pods finishes the ride.
+    name: 'crash-in-phase',
+    stores: ['postgres-tx'],
+    holdMs: (lease) => 3 * lease,
+    prepare: async (cluster) => {
+      crashing.set(cluster, await cluster.standby({ FAULT: 'after:charge_created' }));
+    },
+    inject: async (cluster) => {
+      const pod = crashing.get(cluster)!;
+      return { pods: [pod.name], joined: { pod: pod.name, base: pod.base }, heal: () => pod.kill() };
     },
   },
   {

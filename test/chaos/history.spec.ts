@@ -255,4 +255,24 @@ describe('the history checker', () => {
       'alice/x: the store still holds a live claim after the run',
     ]);
   });
+
+  it('flags a phased key whose provider was called more often than a crash explains, or never although it was answered', () => {
+    const attempts = [answer(200, 'a'), answer(300, 'b', { key: 'j', text: '{}' }), answer(400, 'c', { key: 'm', text: '{}' })];
+    const calls = new Map([
+      ['alice/k', 3],
+      ['alice/j', 0],
+      ['alice/m', 2],
+    ]);
+    expect(check([], attempts, [], { ...options, foreign: { calls, max: 2 } }).violations).toEqual([
+      'alice/k: 3 calls to the provider for one derived key',
+      'alice/j: answered without a call to the provider under the key its run derives',
+    ]);
+    calls.set('alice/k', 1).set('alice/j', 1);
+    expect(check([], attempts, [], { ...options, foreign: { calls, max: 2 } }).violations).toEqual([]);
+    // A declined ride (its stored 402) is unfinished by design; one answered 201 is not.
+    const declined = answer(500, 'd', { key: 'n', status: 402, text: '{}' });
+    expect(check([], [...attempts, declined], [], { ...options, unfinished: ['alice/k', 'alice/n'] }).violations).toEqual([
+      'alice/k: answered as done, but its work was left half done',
+    ]);
+  });
 });

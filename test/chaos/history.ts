@@ -84,6 +84,14 @@ export interface CheckOptions {
   rows?: Map<string, number>;
   /** Keys whose claim the store still held, live, after the run (peeked once every lease had ended). */
   heldClaims?: string[];
+  /**
+   * Calls to an outside service per key of a phased route (each under the key its run derived):
+   * at most `max` — the run's own and those of whoever resumed it after a crash — and at least one
+   * for a key that was answered.
+   */
+  foreign?: { calls: Map<string, number>; max: number };
+  /** Keys whose business work the database shows unfinished (a ride not charged): none may have a 2xx answer. */
+  unfinished?: string[];
   /** The `inFlight: 'wait'` route's promise: a duplicate is answered when the run it waits for settles. */
   waits?: {
     /** The run's settle (its commit and the wake-up) may take this long after the handler returned (ms). */
@@ -155,6 +163,7 @@ function groupBy<T>(items: T[], of: (item: T) => string): Map<string, T[]> {
  *   in that request's async context;
  * - every key got a final answer, within `answerWithinMs` of the heal for keys unanswered by then;
  * - the store holds no live claim after the run, and the route wrote one business row per answered key;
+ * - a phased route called the outside service at least once and at most `foreign.max` times per key;
  * - a duplicate that waited for a run (`inFlight: 'wait'`: sent before the run ended, answered after it
  *   began, not its fresh answer) was answered within `waits.slackMs` of the
  *   run's end (of its `waitMs` on another pod, where the store wakes no other pod), unless a fault or a
@@ -261,6 +270,14 @@ export function check(lines: HistoryLine[], attempts: Attempt[], faults: FaultWi
     }
   }
   for (const key of options.heldClaims ?? []) violations.push(`${key}: the store still holds a live claim after the run`);
+  for (const key of options.unfinished ?? [])
+    if (byKey.get(key)?.some((a) => a.status >= 200 && a.status < 300))
+      violations.push(`${key}: answered as done, but its work was left half done`);
+  for (const [key, calls] of options.foreign?.calls ?? []) {
+    if (calls > options.foreign!.max) violations.push(`${key}: ${calls} calls to the provider for one derived key`);
+    if (calls === 0 && byKey.get(key)?.some((a) => options.final(a.status)))
+      violations.push(`${key}: answered without a call to the provider under the key its run derives`);
+  }
   const waited = options.waits
     ? lateWaiters(runs, byKey, options.waits, (key) => unstored.has(key), underFault, options.final)
     : undefined;

@@ -2,7 +2,7 @@ import { sleep } from '../support/timing.js';
 import { Cluster, type StoreKind } from './cluster.js';
 import { type Fault, faultsFor } from './faults.js';
 import { type Attempt, check, type FaultWindow, type HistoryLine, id, type Verdict } from './history.js';
-import { drive, operations, random, WAIT_MS } from './workload.js';
+import { drive, type Operation, operations, random, WAIT_MS, type WorkloadOptions } from './workload.js';
 
 /** How big one scenario (a fault on a store) is. */
 export interface ScenarioOptions {
@@ -21,6 +21,8 @@ export interface ScenarioOptions {
 
 export interface ScenarioResult extends Verdict {
   store: StoreKind;
+  /** Runs the pods' completers drove through their last phase during the scenario. */
+  completed: number;
   fault: string;
   seed: number;
   /** The fault's window, and for each key with a violation its log lines and requests, to read what happened. */
@@ -29,7 +31,18 @@ export interface ScenarioResult extends Verdict {
 
 const LEASE_MS = 1000;
 const SLOW_MS = 400;
-const CHAOS_ROUTES = ['/fast', '/slow', '/slow', '/flaky', '/declined', '/stream', '/wait', '/wait'];
+const HTTP_ROUTES = ['/fast', '/slow', '/slow', '/flaky', '/declined', '/stream', '/wait', '/wait'];
+/** The other surfaces of the chaos pod: a GraphQL mutation, work through IdempotencyInbox, a NATS request handler. */
+const OTHER_SURFACES = ['/graphql', '/inbox', '/inbox'];
+const NATS = 'nats:chaos.nats';
+/** The mutation the workload sends to the pods' GraphQL endpoint (its `at` is a Date behind the DateTime scalar). */
+const CHARGE = 'mutation Charge($amount: Int!) { charge(amount: $amount) { tenant key route runId at } }';
+/** The ledger sample's transactional charges and its rides in atomic phases (a provider call between two phases). */
+const LEDGER_ROUTES = ['/charges', '/rides'];
+/** How long a run left by its client gets for a completer to finish it: idle 2 leases, then a look every half lease, and its phases. */
+const COMPLETER_WAIT_MS = 6000;
+/** A ride's provider call per derived key: the run's, and one more by whoever resumes it after a crash or a lapse. */
+const MAX_PROVIDER_CALLS = 2;
 /** A waiter is answered within this long of the run it waited for (the commit, the wake-up, a look at the store). */
 const WAIT_SLACK_MS = 1500;
 
@@ -56,39 +69,70 @@ export async function runScenario(cluster: Cluster, fault: Fault, options: Scena
   const rng = random(options.seed);
   const prefix = `${fault.name}-${options.seed.toString(36)}`;
   const ledger = store === 'postgres-tx';
-  const ops = operations(options.operations, prefix, options.spreadMs, rng, ledger ? [''] : CHAOS_ROUTES, (i) =>
-    ledger ? { amount: 100 + i, currency: 'EUR' } : { amount: 100 + i },
+  const routes = ledger ? LEDGER_ROUTES : [...HTTP_ROUTES, ...OTHER_SURFACES, ...(cluster.nats ? [NATS, NATS] : [])];
+  const ops = operations(options.operations, prefix, options.spreadMs, rng, routes, (i, path, key) =>
+    path === '/rides'
+      ? // One ride in ten is declined by the provider (a 402 that ends the run and is stored).
+        { origin: key, destination: 'airport', amount: i % 10 === 3 ? 402 : 1000 + i, currency: 'EUR' }
+      : path === '/graphql'
+        ? { query: CHARGE, variables: { amount: 100 + i } }
+        : ledger
+          ? { amount: 100 + i, currency: 'EUR' }
+          : { amount: 100 + i },
   );
+  // Two rides in five (none declined) are sent once by a client that leaves mid-run: a run that
+  // stops then (its pod killed, frozen, cut off) is the completer's to finish.
+  for (const op of ops) if (op.path === '/rides' && (op.body as { amount: number }).amount !== 402) op.once = rng() < 0.4;
+  const once = new Set(ops.filter((op) => op.once).map((op) => id(op.tenant, op.key)));
   const injectAt = options.spreadMs * (0.2 + 0.4 * rng());
   const holdMs = fault.holdMs(leaseMs);
   const answerWithinMs = leaseMs + slowMs + 300 + options.slackMs;
+  await fault.prepare?.(cluster);
+  const completionsBefore = cluster.completions();
   const started = Date.now();
   const deadline = started + injectAt + holdMs + answerWithinMs + 5000;
-  const clients = drive(
-    ops,
-    cluster,
-    {
-      final,
-      headers: (t) => cluster.headers(t),
-      deadline,
-      abandonShare: 0.15,
-      requestTimeoutMs: 3 * leaseMs + slowMs + options.slackMs,
-    },
-    random(options.seed + 1),
-  );
+  const workload: WorkloadOptions = {
+    final,
+    headers: (t) => cluster.headers(t),
+    deadline,
+    abandonShare: 0.15,
+    requestTimeoutMs: 3 * leaseMs + slowMs + options.slackMs,
+    natsTimeoutMs: 2 * leaseMs,
+    nats: (op, timeoutMs) => cluster.natsRequest(op.path.slice('nats:'.length), { tenant: op.tenant, key: op.key }, timeoutMs),
+  };
+  const clients = drive(ops, cluster, workload, random(options.seed + 1));
 
   await sleep(injectAt);
   const window: FaultWindow = { name: fault.name, startAt: Date.now(), healAt: 0, pods: [], cutsStore: fault.cutsStore };
   const injected = await fault.inject(cluster);
   window.pods = injected.pods;
+  // A pod that crashes mid-run gets a ride from a client that never comes back: nobody but a
+  // completer finishes it.
+  const abandoned = injected.joined && abandonedRide(prefix);
+  if (abandoned) {
+    once.add(id(abandoned.tenant, abandoned.key));
+    ops.push(abandoned);
+  }
+  const leaving =
+    abandoned &&
+    fetch(`${injected.joined!.base}${abandoned.path}`, {
+      method: 'POST',
+      headers: { ...cluster.headers(abandoned.tenant), 'idempotency-key': abandoned.key, 'content-type': 'application/json' },
+      body: JSON.stringify(abandoned.body),
+    }).catch(() => undefined);
   await sleep(holdMs);
   await injected.heal();
   window.healAt = Date.now();
-  const attempts = await clients;
+  await leaving;
+  const attempts = (await clients).filter((a) => !once.has(id(a.tenant, a.key)));
   await injected.recover?.();
+  const mineOnce = async () => (ledger ? (await cluster.unfinishedRides()).filter((key) => once.has(key)) : []);
+  const leftByClients = await mineOnce();
 
   // Every lease of the scenario has ended (a killed pod's too): a claim still live has lost its owner.
-  await sleep(leaseMs + 500);
+  // A run nobody came back for has been idle long enough for a completer to take it and finish it.
+  await sleep(leaseMs + 500 + (ledger && leftByClients.length ? COMPLETER_WAIT_MS : 0));
+  const halfDone = await mineOnce();
   const ids = [...new Set(ops.map((op) => id(op.tenant, op.key)))];
   // The log holds every scenario this cluster ran: this one's runs and events are those of its keys
   // (an event no key could be found for, and a stall, by its time). Ends belong to runs, which are
@@ -104,8 +148,20 @@ export async function runScenario(cluster: Cluster, fault: Fault, options: Scena
     final,
     rows,
     heldClaims: await cluster.heldClaims(ids),
+    foreign: ledger
+      ? {
+          calls: cluster.providerCalls([...new Set(ops.filter((op) => op.path === '/rides').map((op) => id(op.tenant, op.key)))]),
+          max: MAX_PROVIDER_CALLS,
+        }
+      : undefined,
+    unfinished: ledger
+      ? (await cluster.unfinishedRides()).filter((key) => key.split('/')[1]?.startsWith(`${prefix}-`))
+      : undefined,
     waits: { slackMs: WAIT_SLACK_MS, acrossPods: store === 'redis' || store === 'postgres', waitMs: WAIT_MS },
   });
+  for (const key of halfDone)
+    verdict.violations.push(`${key}: sent once and left; its ride is still half done (no completer finished it)`);
+  for (const key of once) if ((rows?.get(key) ?? 0) > 1) verdict.violations.push(`${key}: ${rows!.get(key)} rides for one key`);
   const keys: ScenarioResult['evidence']['keys'] = {};
   for (const v of verdict.violations) {
     const key = v.split(':')[0];
@@ -120,7 +176,8 @@ export async function runScenario(cluster: Cluster, fault: Fault, options: Scena
       attempts: attempts.filter((a) => a.tenant === tenant && a.key === name),
     };
   }
-  return { store, fault: fault.name, seed: options.seed, ...verdict, evidence: { window, keys } };
+  const completed = cluster.completions() - completionsBefore;
+  return { store, fault: fault.name, seed: options.seed, ...verdict, completed, evidence: { window, keys } };
 }
 
 /** Every fault of `faults` (all by default) once on each store, each store on a cluster of its own. */
@@ -145,6 +202,13 @@ export async function runAll(
   return results;
 }
 
+/** A ride sent once by a client that leaves before its answer. */
+function abandonedRide(prefix: string): Operation {
+  const key = `${prefix}-abandoned`;
+  const body = { origin: key, destination: 'airport', amount: 999, currency: 'EUR' };
+  return { tenant: 'alice', key, path: '/rides', body, startMs: 0, doubled: false, once: true };
+}
+
 /** The table of results: one line per fault and store. */
 export function table(results: readonly ScenarioResult[]): string {
   const head = [
@@ -160,6 +224,7 @@ export function table(results: readonly ScenarioResult[]): string {
     'pod stalls',
     'store stalls',
     'waiters',
+    'completer',
     'max after heal (ms)',
     'violations',
   ];
@@ -176,6 +241,7 @@ export function table(results: readonly ScenarioResult[]): string {
     String(r.stalls),
     String(r.storeStalls),
     String(r.waiters),
+    String(r.completed),
     String(r.maxAfterHealMs),
     String(r.violations.length),
   ]);

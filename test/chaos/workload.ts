@@ -26,6 +26,8 @@ export interface Operation {
   startMs: number;
   /** Its first request is sent twice at once (a double click). */
   doubled: boolean;
+  /** The client sends one request, leaves before the answer and never comes back (what the completer is for). */
+  once?: boolean;
 }
 
 /** Where requests go: the pods that are up right now (a killed pod leaves, its successor joins). */
@@ -44,6 +46,22 @@ export interface WorkloadOptions {
   abandonShare: number;
   /** A request the client does not give up on is still abandoned after this long (ms). */
   requestTimeoutMs: number;
+  /**
+   * A NATS request's time-out when the client does not give up early (ms): a request its consumer
+   * died with is never answered, so this, not a refused connection, is when its client retries.
+   */
+  natsTimeoutMs?: number;
+  /** Sends an operation whose path is `nats:<subject>` as a NATS request; no answer in `timeoutMs` is status 0. */
+  nats?: (op: Operation, timeoutMs: number) => Promise<{ status: number; text: string }>;
+}
+
+/** A GraphQL answer as the checker reads it: the mutation's data with 200, or the first error's status (500 if none). */
+export function graphqlAnswer(status: number, text: string): { status: number; text: string } {
+  if (status !== 200 || !text.startsWith('{')) return { status, text };
+  const body = JSON.parse(text) as { data?: Record<string, unknown> | null; errors?: { extensions?: { status?: number } }[] };
+  const field = body.data && Object.values(body.data)[0];
+  if (field) return { status: 200, text: JSON.stringify(field) };
+  return { status: body.errors?.[0]?.extensions?.status ?? 500, text };
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -68,15 +86,21 @@ async function send(
     replayed: false,
   };
   try {
-    const res = await fetch(`${target.base}${op.path}`, {
-      method: 'POST',
-      headers: { ...options.headers(op.tenant), 'idempotency-key': op.key, 'content-type': 'application/json' },
-      body: JSON.stringify(op.body),
-      signal: AbortSignal.timeout(timeoutMs),
-    });
-    attempt.text = await res.text();
-    attempt.status = res.status;
-    attempt.replayed = res.headers.get('idempotent-replayed') === 'true';
+    if (op.path.startsWith('nats:')) {
+      // A queue group picks the pod: the client knows none.
+      attempt.pod = 'nats';
+      Object.assign(attempt, await options.nats!(op, Math.min(timeoutMs, options.natsTimeoutMs ?? timeoutMs)));
+    } else {
+      const res = await fetch(`${target.base}${op.path}`, {
+        method: 'POST',
+        headers: { ...options.headers(op.tenant), 'idempotency-key': op.key, 'content-type': 'application/json' },
+        body: JSON.stringify(op.body),
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      const text = await res.text();
+      Object.assign(attempt, op.path.endsWith('/graphql') ? graphqlAnswer(res.status, text) : { status: res.status, text });
+      attempt.replayed = res.headers.get('idempotent-replayed') === 'true';
+    }
   } catch (error) {
     attempt.text = (error as Error).name;
   }
@@ -101,6 +125,11 @@ export async function drive(ops: Operation[], targets: Targets, options: Workloa
   const timeout = () => (rng() < options.abandonShare ? 50 + rng() * 400 : options.requestTimeoutMs);
   const one = async (op: Operation) => {
     await sleep(Math.max(0, started + op.startMs - Date.now()));
+    if (op.once) {
+      const target = pick();
+      if (target) await send(target, op, options, 50 + rng() * 400, attempts);
+      return;
+    }
     const first = op.doubled ? [send(pick(), op, options, timeout(), attempts)] : [];
     let answer = (await Promise.all([send(pick(), op, options, timeout(), attempts), ...first])).find((a) =>
       options.final(a.status),
@@ -131,7 +160,7 @@ export function operations(
   spreadMs: number,
   rng: () => number,
   paths: readonly string[],
-  body: (i: number) => unknown,
+  body: (i: number, path: string, key: string) => unknown,
 ): Operation[] {
   const ops: Operation[] = [];
   for (let i = 0; i < count; i++) {
@@ -139,8 +168,8 @@ export function operations(
     const startMs = rng() * spreadMs;
     const doubled = rng() < 0.3;
     const key = `${prefix}-${i}`;
-    ops.push({ tenant: 'alice', key, path, body: body(i), startMs, doubled });
-    if (rng() < 0.25) ops.push({ tenant: 'bob', key, path, body: body(i), startMs: startMs + rng() * 50, doubled });
+    ops.push({ tenant: 'alice', key, path, body: body(i, path, key), startMs, doubled });
+    if (rng() < 0.25) ops.push({ tenant: 'bob', key, path, body: body(i, path, key), startMs: startMs + rng() * 50, doubled });
   }
   return ops;
 }
