@@ -19,6 +19,7 @@ import '../unit/message.runner.spec.js';
 import '../unit/message.acknowledger.spec.js';
 import '../unit/message-key.reader.spec.js';
 import '../unit/graphql.runner.spec.js';
+import '../unit/field-replay.spec.js';
 import '../unit/store-value.codec.spec.js';
 import '../unit/response.recorder.spec.js';
 import '../unit/reply.recorder.spec.js';
