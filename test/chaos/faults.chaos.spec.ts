@@ -1,6 +1,7 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { built } from '../support/build.js';
 import { postgresAvailable } from '../support/postgres-server.js';
+import { natsAvailable } from '../support/nats-server.js';
 import { redisAvailable } from '../support/redis-server.js';
 import type { StoreKind } from './cluster.js';
 import { runAll, type ScenarioResult, table } from './runner.js';
@@ -42,6 +43,21 @@ describe('fault injection: each fault once per store, checked by the history che
       const violations = round.flatMap((r) => r.violations.map((v) => `${r.fault} (seed ${r.seed}): ${v}`));
       expect(violations).toEqual([]);
       expect(round.every((r) => r.requests > 0 && r.runs > 0)).toBe(true);
+      // Every surface of the store's pods was under the faults: the chaos pods' HTTP routes, GraphQL
+      // mutation, inbox and NATS handler; the ledger's transactional charges and phased rides.
+      const sent = new Set(round.flatMap((r) => Object.keys(r.routes)));
+      const surfaces =
+        store === 'postgres-tx'
+          ? ['/charges', '/rides']
+          : [
+              '/fast',
+              '/wait',
+              '/graphql',
+              '/inbox',
+              ...(natsAvailable('fault-injection suite (NATS)') ? ['nats:chaos.nats'] : []),
+            ];
+      expect(surfaces.filter((s) => !sent.has(s))).toEqual([]);
+      if (store === 'postgres-tx') expect(round.find((r) => r.fault === 'crash-in-phase')?.completed).toBeGreaterThan(0);
     },
     180_000,
   );

@@ -275,4 +275,24 @@ describe('the history checker', () => {
       'alice/k: answered as done, but its work was left half done',
     ]);
   });
+
+  it('flags a request sent after the answer that got no replay, unless a fault explains it or the answer was not stored', () => {
+    const after = (status: number, pod = 'p0') =>
+      answer(600, 'a', { sentAt: 500, status, pod, ...(status === 201 ? {} : { text: '{}' }) });
+    expect(check([], [answer(200, 'a'), after(500)], [], options).violations).toEqual([
+      'alice/k: a request after its answer got 500 instead of the replay',
+    ]);
+    expect(check([], [answer(200, 'a'), after(0), after(201)], [], options).violations).toEqual([]);
+    // The client's replay check, sent in the millisecond its answer came back.
+    const sameMs = { ...answer(200, 'b', { sentAt: 200, status: 500, text: '{}' }), check: true as const };
+    expect(check([], [answer(200, 'a'), sameMs], [], options).violations).toEqual([
+      'alice/k: a request after its answer got 500 instead of the replay',
+    ]);
+    const cut: FaultWindow = { name: 'partition', startAt: 400, healAt: 700, pods: [], cutsStore: true };
+    expect(check([], [answer(200, 'a'), after(503)], [cut], options).violations).toEqual([]);
+    const unstored = [event('not-stored', 'p0', 150)];
+    expect(check(unstored, [answer(200, 'a'), after(500)], [], options).violations).toEqual([
+      'alice/k: not-stored on p0 with no fault cutting the store off',
+    ]);
+  });
 });

@@ -46,6 +46,8 @@ export interface Attempt {
   status: number;
   text: string;
   replayed: boolean;
+  /** Sent by the client once it had the key's final answer, to check the replay. */
+  check?: true;
 }
 
 /** A handler run, from its two log lines (`endAt` undefined when the pod died or stopped during it). */
@@ -158,7 +160,8 @@ function groupBy<T>(items: T[], of: (item: T) => string): Map<string, T[]> {
  *   until `answerWithinMs` after its heal) or touched that pod: latency, load and a graceful shutdown
  *   excuse neither;
  * - every final answer to a key carried the same bytes, unless a run of it was not stored (its commit
- *   failed or was fenced: the next request legitimately runs it again);
+ *   failed or was fenced: the next request legitimately runs it again), and a request sent after the
+ *   answer got the replay (a final answer), unless a fault explains it;
  * - every answer belongs to the tenant that asked, and every event of a request reached the listener
  *   in that request's async context;
  * - every key got a final answer, within `answerWithinMs` of the heal for keys unanswered by then;
@@ -251,6 +254,19 @@ export function check(lines: HistoryLine[], attempts: Attempt[], faults: FaultWi
       violations.push(`${key}: no final answer (last: ${tries.at(-1)?.status ?? 'none'})`);
       continue;
     }
+    // A request sent once the key's answer was back is answered its replay: a refusal, an error or a
+    // 409 then is a replay that failed (item 8 of issue 44: a GraphQL replay of a DateTime answered
+    // null and an error for the whole TTL), unless a fault explains it or the answer was never stored.
+    const answered = Math.min(...finals.map((a) => a.doneAt));
+    for (const a of tries)
+      if (
+        (a.check || a.sentAt > answered) &&
+        a.status !== 0 &&
+        !options.final(a.status) &&
+        !unstored.has(key) &&
+        !underFault({ pod: a.pod, at: a.doneAt })
+      )
+        violations.push(`${key}: a request after its answer got ${a.status} instead of the replay`);
     const texts = new Set(finals.map((a) => `${a.status} ${a.text}`));
     if (texts.size > 1 && !unstored.has(key))
       violations.push(`${key}: ${texts.size} different final answers: ${[...texts].join(' | ')}`);

@@ -23,6 +23,8 @@ export interface ScenarioResult extends Verdict {
   store: StoreKind;
   /** Runs the pods' completers drove through their last phase during the scenario. */
   completed: number;
+  /** Keys sent per route (`/graphql`, `/inbox`, `nats:chaos.nats`, `/rides`, …): which surfaces the scenario had. */
+  routes: Record<string, number>;
   fault: string;
   seed: number;
   /** The fault's window, and for each key with a violation its log lines and requests, to read what happened. */
@@ -33,7 +35,7 @@ const LEASE_MS = 1000;
 const SLOW_MS = 400;
 const HTTP_ROUTES = ['/fast', '/slow', '/slow', '/flaky', '/declined', '/stream', '/wait', '/wait'];
 /** The other surfaces of the chaos pod: a GraphQL mutation, work through IdempotencyInbox, a NATS request handler. */
-const OTHER_SURFACES = ['/graphql', '/inbox', '/inbox'];
+const OTHER_SURFACES = ['/graphql', '/graphql', '/inbox', '/inbox'];
 const NATS = 'nats:chaos.nats';
 /** The mutation the workload sends to the pods' GraphQL endpoint (its `at` is a Date behind the DateTime scalar). */
 const CHARGE = 'mutation Charge($amount: Int!) { charge(amount: $amount) { tenant key route runId at } }';
@@ -177,7 +179,9 @@ export async function runScenario(cluster: Cluster, fault: Fault, options: Scena
     };
   }
   const completed = cluster.completions() - completionsBefore;
-  return { store, fault: fault.name, seed: options.seed, ...verdict, completed, evidence: { window, keys } };
+  const sent: Record<string, number> = {};
+  for (const op of ops) sent[op.path] = (sent[op.path] ?? 0) + 1;
+  return { store, fault: fault.name, seed: options.seed, ...verdict, completed, routes: sent, evidence: { window, keys } };
 }
 
 /** Every fault of `faults` (all by default) once on each store, each store on a cluster of its own. */

@@ -143,7 +143,7 @@ export async function drive(ops: Operation[], targets: Targets, options: Workloa
     }
     if (answer && rng() < 0.5) {
       const target = pick();
-      if (target) await send(target, op, options, options.requestTimeoutMs, attempts);
+      if (target) (await send(target, op, options, options.requestTimeoutMs, attempts)).check = true;
     }
   };
   await Promise.all(ops.map(one));
