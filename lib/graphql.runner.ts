@@ -1,4 +1,4 @@
-import { type CallHandler, type ExecutionContext, Inject, Injectable } from '@nestjs/common';
+import { type CallHandler, type ExecutionContext, Inject, Injectable, Logger } from '@nestjs/common';
 import type { GraphQLResolveInfo } from 'graphql';
 import { lastValueFrom, type Observable, of } from 'rxjs';
 import { GraphqlRefusal } from './exceptions/graphql-refusal.exception.js';
@@ -11,6 +11,7 @@ import { sentHeader, type HttpRequestLike } from './http/request.reader.js';
 import { setHeader } from './http/response.adapter.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
 import { MESSAGES } from './messages/client.messages.js';
+import { LOGS } from './messages/operator.messages.js';
 import { IdentityResolverLoader } from './identity-resolver.loader.js';
 import { InboxRunner } from './inbox.runner.js';
 import type { InboxResult } from './interfaces/inbox-options.interface.js';
@@ -43,6 +44,7 @@ interface RequestRuns {
  */
 @Injectable()
 export class GraphqlRunner {
+  private readonly logger = new Logger('Idempotency');
   /** Keyed mutations so far per HTTP request: dropped with the request. */
   private readonly requests = new WeakMap<object, RequestRuns>();
 
@@ -67,8 +69,14 @@ export class GraphqlRunner {
       const scoped = (r: ResolvedRouteOptions) => this.identities.scopeOf(request as HttpRequestLike, context, r);
       const call = new GraphqlContext(key, info.fieldName, args, scoped, !keyFrom);
       const js = await loadGraphqlJs();
-      const work = async (): Promise<unknown> =>
-        fieldOutput(js, await lastValueFrom(next.handle(), { defaultValue: undefined }), info, gql);
+      const work = async (): Promise<unknown> => {
+        const value: unknown = await lastValueFrom(next.handle(), { defaultValue: undefined });
+        // The mutation ran: whatever goes wrong now, its key must not be freed for a second run.
+        return fieldOutput(js, value, info, gql).catch((err: unknown) => {
+          this.logger.error(LOGS.graphqlOutputFailed(route.id, err instanceof Error ? err.message : String(err)));
+          return value;
+        });
+      };
       // A batch's operations run at once: the same mutation and key twice in one request waits for
       // the first, and replays it, as the second of one document (run one after the other) does.
       const same = `${route.id}\n${key}`;

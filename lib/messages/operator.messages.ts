@@ -29,6 +29,8 @@ export const LOGS = {
     `${route}: message ${id} was rejected without requeue (${why}): delivering it again cannot succeed. A queue with a dead-letter exchange parks it there; without one, RabbitMQ deletes it`,
   messageRefused: (route: string, why: string) => `${route}: a message was refused: ${why}`,
   unreadableMessage: (reason: string) => `its key or scope could not be read, nothing ran: ${reason}`,
+  graphqlOutputFailed: (route: string, reason: string) =>
+    `${route}: the mutation ran, but its answer could not be completed through the schema to be stored (${reason}); the resolver's value is stored instead, and a retry resolves its fields from it`,
   lossyValue: (route: string, part: string) =>
     `${route}: its result holds ${part}: a duplicate gets the first result back as JSON, so it gets something else than the first caller did. Return plain data (logged once)`,
   unstorable: (route: string, type: string, why: string) =>

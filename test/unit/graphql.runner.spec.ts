@@ -9,6 +9,7 @@ import { Idempotent, idempotencyApolloPlugin, type IdempotencyModuleOptions, InM
 import { GraphqlContext } from '../../lib/graphql/graphql.context.js';
 import type { ResolvedRouteOptions } from '../../lib/interfaces/resolved-options.interface.js';
 import { FakeResponse } from '../support/fake-response.js';
+import { spyOnLogger } from '../support/logger.js';
 import { createProtocol, destroyProtocolsAfterEach } from '../support/protocol.js';
 
 @Resolver()
@@ -49,10 +50,17 @@ function infoFor(field: string, key: string) {
 
 type Gql = { req?: object; request?: object; res?: object; reply?: object & { request?: object } };
 
-function setup(options: IdempotencyModuleOptions = {}, handler: 'refund' | 'note' = 'refund') {
+function setup(options: IdempotencyModuleOptions = {}, handler: 'refund' | 'note' = 'refund', broken = false) {
   const { interceptor } = createProtocol({ store: new InMemoryStore(), ...options });
   const call = async (args: object, gql: Gql, handle: () => Observable<unknown> = () => of('ran'), key = 'refund') => {
     const info = infoFor(handler, key);
+    // A schema the field's answer cannot be completed through (it fails where graphql-js reads it).
+    if (broken)
+      info.schema = Object.assign(Object.create(schema) as typeof schema, {
+        getTypeMap: () => {
+          throw new Error('schema unreadable');
+        },
+      });
     const context = new ExecutionContextHost([{}, args, gql, info], Refunds, Refunds.prototype[handler]);
     context.setType('graphql');
     const next: CallHandler = { handle };
@@ -79,6 +87,18 @@ async function sent(contextValue: object, body: object): Promise<object> {
 
 describe('GraphqlRunner (the interceptor on @Mutation() resolvers)', () => {
   destroyProtocolsAfterEach();
+  const logs = spyOnLogger();
+
+  it("an answer that cannot be completed through the schema keeps the key: the resolver's value is stored, an error logged, nothing runs again", async () => {
+    const { call } = setup({}, 'refund', true);
+    const gql = { req: request('k-broken') };
+    expect(await call({ orderId: 'o-9' }, gql)).toBe('ran');
+    expect(logs.errors).toHaveBeenCalledWith(
+      expect.stringContaining('refund: the mutation ran, but its answer could not be completed'),
+    );
+    expect(logs.errors).toHaveBeenCalledWith(expect.stringContaining('schema unreadable'));
+    expect(await call({ orderId: 'o-9' }, gql, () => of('ran again'))).toBe('ran');
+  });
 
   it('reads the key header of Apollo on Express (req, res), on Fastify (request, reply) and of Mercurius (reply.request); marks a replay on each', async () => {
     const { call } = setup();
