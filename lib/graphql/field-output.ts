@@ -2,6 +2,7 @@ import type {
   DocumentNode,
   ExecutionResult,
   FieldNode,
+  GraphQLInputType,
   GraphQLOutputType,
   GraphQLResolveInfo,
   GraphQLSchema,
@@ -38,29 +39,29 @@ export function storedOutput(output: FieldOutput): unknown {
 
 /** The output a record kept (a record of the release before holds the resolver's value: read as data). */
 export function readOutput(stored: unknown): FieldOutput {
-  if (stored && typeof stored === 'object' && Object.hasOwn(stored, WITH_ERRORS)) {
+  if (stored !== null && stored !== undefined && Object.hasOwn(stored, WITH_ERRORS)) {
     const { [WITH_ERRORS]: data, errors } = stored as { [WITH_ERRORS]: unknown; errors: FieldOutput['errors'] };
     return { data, errors };
   }
   return { data: stored };
 }
 
-/** One schema per (application schema, return type) whose query has one field, `v`, of that type. */
-const probes = new WeakMap<GraphQLSchema, Map<string, GraphQLSchema>>();
+/**
+ * One schema per return type (a field's type object, its schema's own) whose query has one field,
+ * `v`, of that type, over all the schema's types (an interface's implementations are reached from
+ * no field).
+ */
+const probes = new WeakMap<GraphQLOutputType, GraphQLSchema>();
 
-function probeSchema(js: GraphqlJs, schema: GraphQLSchema, type: GraphQLOutputType): GraphQLSchema {
-  let byType = probes.get(schema);
-  if (!byType) probes.set(schema, (byType = new Map<string, GraphQLSchema>()));
-  const name = String(type);
-  let probe = byType.get(name);
+export function probeSchema(js: GraphqlJs, schema: GraphQLSchema, type: GraphQLOutputType): GraphQLSchema {
+  let probe = probes.get(type);
   if (!probe) {
     const query = new js.GraphQLObjectType({
       name: 'IdempotencyFieldOutput',
       fields: { v: { type, resolve: (root: unknown) => root } },
     });
-    const types = Object.values(schema.getTypeMap()).filter((t) => !t.name.startsWith('__'));
-    probe = new js.GraphQLSchema({ query, types, directives: schema.getDirectives() });
-    byType.set(name, probe);
+    probe = new js.GraphQLSchema({ query, types: Object.values(schema.getTypeMap()), directives: schema.getDirectives() });
+    probes.set(type, probe);
   }
   return probe;
 }
@@ -92,10 +93,8 @@ function probeDocument(js: GraphqlJs, info: GraphQLResolveInfo): DocumentNode {
   const types = new Map(
     (info.operation.variableDefinitions ?? []).map((d) => [d.variable.name.value, js.typeFromAST(info.schema, d.type)]),
   );
-  const literal = (name: string) => {
-    const type = types.get(name);
-    return type && js.isInputType(type) ? js.astFromValue(info.variableValues[name], type) : null;
-  };
+  // A valid document defines every variable it uses, with an input type.
+  const literal = (name: string) => js.astFromValue(info.variableValues[name], types.get(name) as GraphQLInputType);
   const typename: FieldNode = {
     kind: Kind.FIELD,
     alias: { kind: Kind.NAME, value: TYPE_KEY },
@@ -127,7 +126,8 @@ export async function fieldOutput(js: GraphqlJs, value: unknown, info: GraphQLRe
   });
   const data = (result.data as { v?: unknown } | null | undefined)?.v ?? null;
   const errors = result.errors?.map((e) => ({
-    path: (e.path ?? []).slice(1),
+    // Every error of the execution is a field's: it has a path, under `v`.
+    path: (e.path as (string | number)[]).slice(1),
     message: e.message,
     ...(e.extensions && Object.keys(e.extensions).length ? { extensions: e.extensions } : {}),
   }));

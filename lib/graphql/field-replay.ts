@@ -20,9 +20,9 @@ class StoredObject {
     readonly output: Replay,
   ) {}
 
+  /** The object's type as the first answer had it (a record of the release before has none). */
   get typename(): string | undefined {
-    const name = this.data[TYPE_KEY];
-    return typeof name === 'string' ? name : undefined;
+    return this.data[TYPE_KEY] as string | undefined;
   }
 
   field(info: GraphQLResolveInfo): unknown {
@@ -53,7 +53,7 @@ class Replay {
     if (js.isListType(inner))
       return Array.isArray(value) ? value.map((item, i) => this.revive(item, inner.ofType, [...path, i])) : value;
     if (js.isLeafType(inner)) return js.isSpecifiedScalarType(inner) ? value : new StoredLeaf(value);
-    return typeof value === 'object' ? new StoredObject(value as Record<string, unknown>, path, this) : value;
+    return new StoredObject(value as Record<string, unknown>, path, this);
   }
 }
 
@@ -61,7 +61,7 @@ class Replay {
 const hooked = new WeakSet<GraphQLNamedType>();
 
 function hook(js: GraphqlJs, info: GraphQLResolveInfo, type: GraphQLNamedType): void {
-  if (hooked.has(type) || type.name.startsWith('__')) return;
+  if (hooked.has(type)) return;
   hooked.add(type);
   if (js.isScalarType(type) || js.isEnumType(type)) {
     if (js.isSpecifiedScalarType(type)) return;
@@ -75,11 +75,10 @@ function hook(js: GraphqlJs, info: GraphQLResolveInfo, type: GraphQLNamedType): 
       value instanceof StoredObject && value.typename ? value.typename : resolveType(value, context, at, abstract);
     for (const possible of info.schema.getPossibleTypes(type)) hook(js, info, possible);
   }
-  if (js.isObjectType(type)) {
+  if (js.isObjectType(type) && type.isTypeOf) {
     const isTypeOf = type.isTypeOf;
-    if (isTypeOf)
-      type.isTypeOf = (value, context, at) =>
-        value instanceof StoredObject ? (value.typename ?? type.name) === type.name : isTypeOf(value, context, at);
+    // An abstract type's replay named this type already; a field of this type has no other.
+    type.isTypeOf = (value, context, at) => value instanceof StoredObject || isTypeOf(value, context, at);
   }
   if (js.isObjectType(type) || js.isInterfaceType(type))
     for (const field of Object.values(type.getFields())) {

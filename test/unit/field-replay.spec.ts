@@ -3,8 +3,11 @@ import {
   graphql,
   GraphQLBoolean,
   GraphQLEnumType,
+  GraphQLError,
   GraphQLID,
+  GraphQLInputObjectType,
   GraphQLInt,
+  GraphQLInterfaceType,
   GraphQLList,
   GraphQLNonNull,
   GraphQLObjectType,
@@ -15,7 +18,7 @@ import {
   GraphQLUnionType,
   Kind,
 } from 'graphql';
-import { fieldOutput, loadGraphqlJs, readOutput, storedOutput, TYPE_KEY } from '../../lib/graphql/field-output.js';
+import { fieldOutput, loadGraphqlJs, probeSchema, readOutput, storedOutput, TYPE_KEY } from '../../lib/graphql/field-output.js';
 import { replayField } from '../../lib/graphql/field-replay.js';
 
 // What a client receives for a mutation field, stored, and answered again through the schema: on a
@@ -45,14 +48,34 @@ class Entity {
   }
 }
 
+/** Implemented by Payment: reached from no field, so only the schema's whole type list brings Payment into a probe. */
+const Charge = new GraphQLInterfaceType({ name: 'Charge', fields: { id: { type: new GraphQLNonNull(GraphQLID) } } });
+const EchoFilter = new GraphQLInputObjectType({
+  name: 'EchoFilter',
+  fields: { from: { type: GraphQLString }, to: { type: GraphQLString } },
+});
+
 const Money = new GraphQLObjectType({
   name: 'Money',
   fields: { cents: { type: new GraphQLNonNull(GraphQLInt) }, currency: { type: GraphQLString } },
 });
 const Payment: GraphQLObjectType = new GraphQLObjectType({
   name: 'Payment',
+  interfaces: [Charge],
   isTypeOf: (v) => v instanceof Entity,
   fields: () => ({
+    /** The arguments exactly as the field got them: an argument left out is absent, not null. */
+    echo: {
+      type: GraphQLString,
+      args: { values: { type: new GraphQLList(GraphQLString) }, filter: { type: EchoFilter }, note: { type: GraphQLString } },
+      resolve: (_p: Entity, args: object) => JSON.stringify(args),
+    },
+    coded: {
+      type: GraphQLString,
+      resolve: () => {
+        throw new GraphQLError('limit reached', { extensions: { code: 'LIMIT', retryAfter: 3 } });
+      },
+    },
     id: { type: new GraphQLNonNull(GraphQLID) },
     at: { type: DateTime },
     status: { type: Status },
@@ -83,7 +106,8 @@ const Payment: GraphQLObjectType = new GraphQLObjectType({
           at: { type: DateTime },
         },
       }),
-      resolve: (p: Entity) => ({ at: p.at }),
+      // Payment `a` has no audit (a null that is no error); the others' fails.
+      resolve: (p: Entity) => (p.id === 'a' ? null : { at: p.at }),
     },
     self: { type: Payment },
   }),
@@ -94,6 +118,9 @@ const Outcome = new GraphQLUnionType({
   types: [Payment, Declined],
   resolveType: (v) => (v instanceof Entity ? 'Payment' : 'Declined'),
 });
+
+/** graphql-js's String serialiser before any replay hooked this schema. */
+const builtinSerialize = GraphQLString.serialize;
 
 /** Each mutation's stored output, by its name; `replay` answers from it instead of running. */
 const stored = new Map<string, unknown>();
@@ -122,6 +149,24 @@ const schema = new GraphQLSchema({
         resolve: idempotent(() => [new Entity('s-1', 7), { reason: 'card declined' }, null]),
       },
       count: { type: new GraphQLNonNull(GraphQLInt), resolve: idempotent(() => 3) },
+      many: { type: new GraphQLList(Payment), resolve: idempotent(() => [new Entity('a', 1), new Entity('b', 2)]) },
+      charge: { type: Charge, resolve: idempotent(() => new Entity('c-1', 4)) },
+      strict: {
+        type: new GraphQLNonNull(
+          new GraphQLObjectType({
+            name: 'Strict',
+            fields: {
+              by: {
+                type: new GraphQLNonNull(GraphQLString),
+                resolve: () => {
+                  throw new Error('strict field down');
+                },
+              },
+            },
+          }),
+        ),
+        resolve: idempotent(() => ({})),
+      },
       when: { type: DateTime, resolve: idempotent(() => new Date(0)) },
       state: { type: Status, resolve: idempotent(() => 1) },
     },
@@ -237,13 +282,88 @@ describe('a mutation field stored as the client received it, and answered again'
     const plain = new GraphQLSchema({
       query: new GraphQLObjectType({
         name: 'Query',
-        fields: { pay: { type: Payment, resolve: () => new Entity('q', 5) }, status: { type: Status, resolve: () => 1 } },
+        fields: {
+          pay: { type: Payment, resolve: () => new Entity('q', 5) },
+          status: { type: Status, resolve: () => 1 },
+          outcome: { type: Outcome, resolve: () => ({ reason: 'no funds' }) },
+        },
       }),
     });
-    const answer = await graphql({ schema: plain, source: '{ pay { id at status money { cents } } status }' });
-    expect(JSON.parse(JSON.stringify(answer))).toEqual({
-      data: { pay: { id: 'q', at: '2026-01-02T03:04:05.000Z', status: 'PAID', money: { cents: 5 } }, status: 'PENDING' },
+    const answer = await graphql({
+      schema: plain,
+      source: '{ pay { id at status money { cents } } status outcome { ... on Declined { reason } } }',
     });
+    expect(JSON.parse(JSON.stringify(answer))).toEqual({
+      data: {
+        pay: { id: 'q', at: '2026-01-02T03:04:05.000Z', status: 'PAID', money: { cents: 5 } },
+        status: 'PENDING',
+        outcome: { reason: 'no funds' },
+      },
+    });
+  });
+
+  it('variables left out stay out of arguments, input objects and lists', async () => {
+    const { first, same } = await thrice(
+      `mutation($v: String, $note: String) { pay(id: "p-5") { echo(values: [$v, "x"], filter: { from: $v, to: "z" }, note: $note) } }`,
+    );
+    expect(same).toBe(true);
+    expect(first).toEqual({ data: { pay: { echo: JSON.stringify({ values: [null, 'x'], filter: { to: 'z' } }) } } });
+  });
+
+  it("an error's extensions are kept and replayed; an error without is stored without", async () => {
+    const { first, same } = await thrice('mutation { pay(id: "p-6") { coded receipt } }');
+    expect(same).toBe(true);
+    expect(first).toMatchObject({
+      errors: [
+        { message: 'limit reached', extensions: { code: 'LIMIT', retryAfter: 3 } },
+        { message: 'receipt of p-6 unavailable' },
+      ],
+    });
+    const kept = stored.get('pay') as { errors: object[] };
+    expect(kept.errors).toEqual([
+      { path: ['coded'], message: 'limit reached', extensions: { code: 'LIMIT', retryAfter: 3 } },
+      { path: ['receipt'], message: 'receipt of p-6 unavailable' },
+    ]);
+  });
+
+  it("a non-null field's error that nulls the mutation itself, and in a list a null that is no error beside one that is", async () => {
+    const strict = await thrice('mutation { strict { by } }');
+    expect(strict.same).toBe(true);
+    expect(strict.first).toMatchObject({ data: null, errors: [{ message: 'strict field down' }] });
+    const many = await thrice('mutation { many { id audit { by } } }');
+    expect(many.same).toBe(true);
+    expect(many.first).toMatchObject({
+      data: {
+        many: [
+          { id: 'a', audit: null },
+          { id: 'b', audit: null },
+        ],
+      },
+      // Thrown again at the null it caused (the first answer is made from the stored output too).
+      errors: [{ message: 'audit log down', path: ['many', 1, 'audit'] }],
+    });
+    expect((many.first.errors as object[]).length).toBe(1);
+  });
+
+  it("an interface: the replay resolves to the type the first answer had, which only the schema's type list brings in", async () => {
+    const { first, same } = await thrice('mutation { charge { __typename id ... on Payment { money { cents } } } }');
+    expect(same).toBe(true);
+    expect(first).toEqual({ data: { charge: { __typename: 'Payment', id: 'c-1', money: { cents: 4 } } } });
+  });
+
+  it('a stored value that is no value replays as null; one probe schema per return type', async () => {
+    replay = false;
+    await graphql({ schema, source: 'mutation { when }' });
+    stored.set('when', undefined);
+    replay = true;
+    expect(JSON.parse(JSON.stringify(await graphql({ schema, source: 'mutation { when }' })))).toEqual({ data: { when: null } });
+    const js = await loadGraphqlJs();
+    expect(probeSchema(js, schema, Payment)).toBe(probeSchema(js, schema, Payment));
+  });
+
+  it("leaves graphql-js's own scalars and object types as they are", () => {
+    expect(GraphQLString.serialize).toBe(builtinSerialize);
+    expect('resolveType' in Money).toBe(false);
   });
 
   it('the stored form: data alone without errors, data and errors with', () => {

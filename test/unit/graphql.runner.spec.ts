@@ -3,7 +3,7 @@ import { type CallHandler, IntrinsicException } from '@nestjs/common';
 import { ExecutionContextHost } from '@nestjs/core/helpers/execution-context-host.js';
 import { Args, Mutation, Resolver } from '@nestjs/graphql';
 import { GraphqlRefusal } from '../../lib/exceptions/graphql-refusal.exception.js';
-import { buildSchema, type FieldNode, GraphQLString, type OperationDefinitionNode, parse } from 'graphql';
+import { buildSchema, type FieldNode, GraphQLNonNull, GraphQLString, type OperationDefinitionNode, parse } from 'graphql';
 import { lastValueFrom, type Observable, of } from 'rxjs';
 import { Idempotent, idempotencyApolloPlugin, type IdempotencyModuleOptions, InMemoryStore } from '../../lib/index.js';
 import { GraphqlContext } from '../../lib/graphql/graphql.context.js';
@@ -56,10 +56,14 @@ function setup(options: IdempotencyModuleOptions = {}, handler: 'refund' | 'note
     const info = infoFor(handler, key);
     // A schema the field's answer cannot be completed through (it fails where graphql-js reads it).
     if (broken)
-      info.schema = Object.assign(Object.create(schema) as typeof schema, {
-        getTypeMap: () => {
-          throw new Error('schema unreadable');
-        },
+      Object.assign(info, {
+        schema: Object.assign(Object.create(schema) as typeof schema, {
+          getTypeMap: () => {
+            throw new Error('schema unreadable');
+          },
+        }),
+        // A type of its own: no probe schema of another test is kept for it.
+        returnType: new GraphQLNonNull(GraphQLString),
       });
     const context = new ExecutionContextHost([{}, args, gql, info], Refunds, Refunds.prototype[handler]);
     context.setType('graphql');
