@@ -304,7 +304,8 @@ describe('a mutation field stored as the client received it, and answered again'
 
   it('variables left out stay out of arguments, input objects and lists', async () => {
     const { first, same } = await thrice(
-      `mutation($v: String, $note: String) { pay(id: "p-5") { echo(values: [$v, "x"], filter: { from: $v, to: "z" }, note: $note) } }`,
+      `mutation($v: String, $note: String, $to: String) { pay(id: "p-5") { echo(values: [$v, "x"], filter: { from: $v, to: $to }, note: $note) } }`,
+      { to: 'z' },
     );
     expect(same).toBe(true);
     expect(first).toEqual({ data: { pay: { echo: JSON.stringify({ values: [null, 'x'], filter: { to: 'z' } }) } } });
@@ -361,9 +362,54 @@ describe('a mutation field stored as the client received it, and answered again'
     expect(probeSchema(js, schema, Payment)).toBe(probeSchema(js, schema, Payment));
   });
 
-  it("leaves graphql-js's own scalars and object types as they are", () => {
+  it("hooks only what a replay needs: graphql-js's own scalars and the object types' type resolution stay as they were for other values", async () => {
+    // Types of this test's own, so that the hooks are installed here and not by an earlier test.
+    const Card = new GraphQLObjectType({
+      name: 'Card',
+      isTypeOf: (v: { card?: true }) => v.card === true,
+      fields: { last4: { type: GraphQLString } },
+    });
+    const Bank = new GraphQLObjectType({
+      name: 'Bank',
+      isTypeOf: (v: { iban?: string }) => typeof v.iban === 'string',
+      fields: { iban: { type: GraphQLString } },
+    });
+    /** No resolveType: graphql-js asks each member's isTypeOf. */
+    const Method = new GraphQLUnionType({ name: 'Method', types: [Card, Bank] });
+    /** Its own resolveType, which the default resolver could not replace (no member has isTypeOf for these). */
+    const Plain = new GraphQLObjectType({ name: 'Plain', fields: { a: { type: GraphQLString } } });
+    const Other = new GraphQLObjectType({ name: 'Other', fields: { b: { type: GraphQLString } } });
+    const Either = new GraphQLUnionType({
+      name: 'Either',
+      types: [Plain, Other],
+      resolveType: (v: { b?: string }) => (v.b ? 'Other' : 'Plain'),
+    });
+    const own = new GraphQLSchema({
+      query: new GraphQLObjectType({
+        name: 'Query',
+        fields: {
+          method: { type: Method, resolve: () => ({ iban: 'DE00' }) },
+          // A value of the application's own may have a `typename` of its own: not the stored output's.
+          either: { type: Either, resolve: () => ({ b: 'yes', typename: 'Plain' }) },
+        },
+      }),
+      mutation: new GraphQLObjectType({
+        name: 'Mutation',
+        fields: {
+          method: { type: Method, resolve: idempotent(() => ({ card: true, last4: '4242' })) },
+          either: { type: Either, resolve: idempotent(() => ({ a: 'first' })) },
+        },
+      }),
+    });
+    replay = false;
+    const source = 'mutation { method { ... on Card { last4 } } either { ... on Plain { a } } }';
+    expect(JSON.parse(JSON.stringify(await graphql({ schema: own, source })))).toEqual({
+      data: { method: { last4: '4242' }, either: { a: 'first' } },
+    });
     expect(GraphQLString.serialize).toBe(builtinSerialize);
-    expect('resolveType' in Money).toBe(false);
+    expect('resolveType' in Card).toBe(false);
+    const query = await graphql({ schema: own, source: '{ method { ... on Bank { iban } } either { ... on Other { b } } }' });
+    expect(JSON.parse(JSON.stringify(query))).toEqual({ data: { method: { iban: 'DE00' }, either: { b: 'yes' } } });
   });
 
   it('the stored form: data alone without errors, data and errors with', () => {
