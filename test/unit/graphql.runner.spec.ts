@@ -4,7 +4,7 @@ import { ExecutionContextHost } from '@nestjs/core/helpers/execution-context-hos
 import { Args, Mutation, Resolver } from '@nestjs/graphql';
 import { GraphqlRefusal } from '../../lib/exceptions/graphql-refusal.exception.js';
 import { buildSchema, type FieldNode, GraphQLNonNull, GraphQLString, type OperationDefinitionNode, parse } from 'graphql';
-import { lastValueFrom, type Observable, of } from 'rxjs';
+import { from, lastValueFrom, type Observable, of } from 'rxjs';
 import { Idempotent, idempotencyApolloPlugin, type IdempotencyModuleOptions, InMemoryStore } from '../../lib/index.js';
 import { GraphqlContext } from '../../lib/graphql/graphql.context.js';
 import type { ResolvedRouteOptions } from '../../lib/interfaces/resolved-options.interface.js';
@@ -25,10 +25,16 @@ class Refunds {
   note(@Args('text') text: string) {
     return text;
   }
+
+  @Mutation(() => String)
+  @Idempotent({ keyFrom: (args: { key?: string }) => args.key })
+  withKey(@Args('key') key: string) {
+    return key;
+  }
 }
 
 const schema = buildSchema(
-  'type Query { ok: String } type Mutation { refund(orderId: String): String note(text: String): String }',
+  'type Query { ok: String } type Mutation { refund(orderId: String): String note(text: String): String withKey(key: String): String }',
 );
 
 /** The resolve info graphql-js hands the resolver of `field`, answered under `key`. */
@@ -50,10 +56,16 @@ function infoFor(field: string, key: string) {
 
 type Gql = { req?: object; request?: object; res?: object; reply?: object & { request?: object } };
 
-function setup(options: IdempotencyModuleOptions = {}, handler: 'refund' | 'note' = 'refund', broken = false) {
+function setup(options: IdempotencyModuleOptions = {}, handler: 'refund' | 'note' | 'withKey' = 'refund', broken = false) {
   const { interceptor } = createProtocol({ store: new InMemoryStore(), ...options });
-  const call = async (args: object, gql: Gql, handle: () => Observable<unknown> = () => of('ran'), key = 'refund') => {
-    const info = infoFor(handler, key);
+  const call = async (
+    args: object,
+    gql: Gql,
+    handle: () => Observable<unknown> = () => of('ran'),
+    key = 'refund',
+    field: typeof handler = handler,
+  ) => {
+    const info = infoFor(field, key);
     // A schema the field's answer cannot be completed through (it fails where graphql-js reads it).
     if (broken)
       Object.assign(info, {
@@ -65,7 +77,7 @@ function setup(options: IdempotencyModuleOptions = {}, handler: 'refund' | 'note
         // A type of its own: no probe schema of another test is kept for it.
         returnType: new GraphQLNonNull(GraphQLString),
       });
-    const context = new ExecutionContextHost([{}, args, gql, info], Refunds, Refunds.prototype[handler]);
+    const context = new ExecutionContextHost([{}, args, gql, info], Refunds, Refunds.prototype[field]);
     context.setType('graphql');
     const next: CallHandler = { handle };
     try {
@@ -92,6 +104,29 @@ async function sent(contextValue: object, body: object): Promise<object> {
 describe('GraphqlRunner (the interceptor on @Mutation() resolvers)', () => {
   destroyProtocolsAfterEach();
   const logs = spyOnLogger();
+
+  it('a key from the header is read as a Structured Field String: "k-sf" and k-sf are one key', async () => {
+    const { call } = setup();
+    expect(await call({ orderId: 'o-8' }, { req: request('"k-sf"') })).toBe('ran');
+    expect(await call({ orderId: 'o-8' }, { req: request('k-sf') }, () => of('ran again'))).toBe('ran');
+    // A key from an argument is taken as it is: the quotes are part of it.
+    const args = setup({}, 'withKey');
+    expect(await args.call({ key: '"k-arg"' }, { req: request() })).toBe('ran');
+    expect(await args.call({ key: 'k-arg' }, { req: request() }, () => of('ran again'))).toBe('ran again');
+  });
+
+  it('two mutations of one batched request under its key run side by side: only the same mutation waits for the first', async () => {
+    const { call } = setup();
+    const gql = { req: request('k-batch') };
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const first = call({ orderId: 'o-10' }, gql, () => from(held.then(() => 'first')), 'a1');
+    // Were it to wait for the held one, it would wait for ever (the test's timeout): nothing releases it before.
+    const second = await call({ text: 't' }, gql, () => of('second'), 'a2', 'note');
+    release();
+    expect(second).toBe('second');
+    expect(await first).toBe('first');
+  });
 
   it("an answer that cannot be completed through the schema keeps the key: the resolver's value is stored, an error logged, nothing runs again", async () => {
     const { call } = setup({}, 'refund', true);
