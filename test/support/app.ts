@@ -48,13 +48,16 @@ export async function startApp(
   if (adapter === 'express' && maxHeaderSize) {
     (app.getHttpServer() as Server & { maxHeaderSize?: number }).maxHeaderSize = maxHeaderSize;
   }
+  // Listening now, once: supertest then sends every request to this port over kept-alive sockets,
+  // where a server that is not listening is started and closed again by supertest for each request.
+  await listen(app);
   return app;
 }
 
 /** Listens on a free loopback port and returns the base URL. */
 export async function listen(app: INestApplication): Promise<string> {
-  await app.listen(0, '127.0.0.1');
   const server = app.getHttpServer() as Server;
+  if (!server.listening) await app.listen(0, '127.0.0.1');
   // Node's 5 s (Express's server) against fetch's 4 s: on a starved machine both timers are overdue at
   // once, the server may close a socket the client has just reused, and the request fails with
   // ECONNRESET (a CI run with other jobs on the cores). Fastify's own default is 72 s.
