@@ -119,11 +119,12 @@ export class MessageAcknowledger {
     }
     group.joined++;
     const joined = group;
-    const settleWith = (verdict: Verdict): void => this.settle(joined, verdict, channel, message);
+    // A handler that is done adds no verdict: the group's starts as an ack.
+    const settleWith = (verdict?: Verdict): void => this.settle(joined, verdict, channel, message);
     return {
       done: (key) => {
         if (key !== undefined) this.attempts.delete(`${route.id}\0${key}`);
-        settleWith({ kind: 'ack' });
+        settleWith();
       },
       failed: (err, key) => {
         if (key !== undefined && !(err instanceof IdempotencyException && err.code)) {
@@ -150,8 +151,8 @@ export class MessageAcknowledger {
     };
   }
 
-  private settle(group: Group, verdict: Verdict, channel: Channel, message: object): void {
-    if (RANK[verdict.kind] > RANK[group.verdict.kind]) group.verdict = verdict;
+  private settle(group: Group, verdict: Verdict | undefined, channel: Channel, message: object): void {
+    if (verdict && RANK[verdict.kind] > RANK[group.verdict.kind]) group.verdict = verdict;
     if (--group.left <= 0) return this.finish(group, channel, message);
     group.absent ??= setTimeout(() => {
       // The handlers that never began (a guard refused them) will not settle it.

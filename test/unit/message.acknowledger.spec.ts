@@ -333,3 +333,75 @@ describe('MessageAcknowledger and the message key (RabbitMQ manual acks, NATS id
     });
   });
 });
+
+describe('MessageAcknowledger: the log line, the pause, channels of other shapes', () => {
+  const logs = spyOnLogger();
+  const errored = () => logs.errors.mock.calls.map((args: unknown[]) => args[0] as string);
+  const route = { id: 'Orders.created', message: { ack: true, maxAttempts: 10 } } as ResolvedRouteOptions;
+  const deliver = (acks: MessageAcknowledger, channel: object, message: object, extra: object = {}) =>
+    acks.delivery(new ExecutionContextHost([{}, { getMessage: () => message, getChannelRef: () => channel, ...extra }]), route)!;
+
+  it("names the message by its id as sent: quoted, a number as JSON, cut at 100 characters, '(none)' without one", () => {
+    const acks = new MessageAcknowledger();
+    const channel = new FakeChannel();
+    // No getPattern (another transport's shape of context): one handler settles the delivery.
+    deliver(acks, channel, { id: 'd1', properties: { messageId: 42 } }).unreadable('no key');
+    deliver(acks, channel, { id: 'd2', properties: { messageId: 'y'.repeat(150) } }).unreadable('no key');
+    deliver(acks, channel, { id: 'd3' }).unreadable('no key');
+    deliver(acks, channel, { id: 'd4', properties: {} }).unreadable('no key');
+    expect(channel.calls).toEqual(['reject d1', 'reject d2', 'reject d3', 'reject d4']);
+    expect(errored().map((line) => line.split(' was rejected')[0])).toEqual([
+      'Orders.created: message "42"',
+      `Orders.created: message "${'y'.repeat(100)}"`,
+      'Orders.created: message (none)',
+      'Orders.created: message (none)',
+    ]);
+  });
+
+  it('a keyless message whose handler failed is rejected, the log saying so', () => {
+    const acks = new MessageAcknowledger();
+    const channel = new FakeChannel();
+    deliver(acks, channel, { id: 'd1', properties: { messageId: 'm-1' } }).failed(new Error('card declined'), undefined);
+    expect(channel.calls).toEqual(['reject d1']);
+    expect(errored()).toEqual([
+      'Orders.created: message "m-1" was rejected without requeue (its handler failed on a message without a key): delivering it again cannot succeed. A queue with a dead-letter exchange parks it there; without one, RabbitMQ deletes it',
+    ]);
+  });
+
+  it('a failed run is requeued after a pause that doubles from 1 s, at most 30 s', () => {
+    jest.useFakeTimers();
+    const acks = new MessageAcknowledger();
+    const channel = new FakeChannel();
+    const pauses: number[] = [];
+    for (let attempt = 1; attempt <= 7; attempt++) {
+      const id = `d${attempt}`;
+      deliver(acks, channel, { id, properties: { messageId: 'm-1' } }).failed(new Error('down'), 'm-1');
+      let waited = 0;
+      while (!channel.calls.includes(`requeue ${id}`)) {
+        jest.advanceTimersByTime(500);
+        waited += 500;
+      }
+      pauses.push(waited);
+    }
+    expect(pauses).toEqual([1_000, 2_000, 4_000, 8_000, 16_000, 30_000, 30_000]);
+  });
+
+  it("a channel that is no EventEmitter is still settled; an 'error' without an error object is no ack on a noAck queue", () => {
+    const acks = new MessageAcknowledger();
+    const plain = {
+      calls: [] as string[],
+      ack() {
+        this.calls.push('ack');
+      },
+      nack() {
+        this.calls.push('nack');
+      },
+    };
+    deliver(acks, plain, { id: 'd1' }).done('k');
+    expect(plain.calls).toEqual(['ack']);
+    const channel = new FakeChannel();
+    deliver(acks, channel, { id: 'd2' }).done('k');
+    for (const listener of channel.errorListeners) listener(undefined);
+    expect(errored()).toEqual([]);
+  });
+});

@@ -1,10 +1,13 @@
-import { describe, expect, it } from '@jest/globals';
+import { describe, expect, it, jest } from '@jest/globals';
 import { type CallHandler, Controller } from '@nestjs/common';
 import { ExecutionContextHost } from '@nestjs/core/helpers/execution-context-host.js';
-import { MessagePattern, RpcException } from '@nestjs/microservices';
-import { EMPTY, lastValueFrom, type Observable, of, throwError } from 'rxjs';
+import { EventPattern, MessagePattern, RpcException } from '@nestjs/microservices';
+import { EMPTY, from, lastValueFrom, type Observable, of, throwError, toArray } from 'rxjs';
 import { IdempotencyException, Idempotent, InMemoryStore } from '../../lib/index.js';
+import { surfaceScope } from '../../lib/utils/key.util.js';
+import { spyOnLogger } from '../support/logger.js';
 import { createProtocol, destroyProtocolsAfterEach } from '../support/protocol.js';
+import { until } from '../support/timing.js';
 
 @Controller()
 class Payments {
@@ -76,5 +79,150 @@ describe('MessageRunner (the interceptor on @MessagePattern / @EventPattern hand
     const answer = await refusal({ idempotencyKey: 'k-deep', deep }, () => (ran++, of('ran')));
     expect(answer).toMatchObject({ code: 'IDEMPOTENCY_BODY_TOO_DEEP', status: 400, retryable: false });
     expect(ran).toBe(0);
+  });
+});
+
+// The paths a message takes before its claim and around it, each held here (the RabbitMQ, NATS and
+// Redis suites hold them too, through real brokers, but too slowly for a mutation run).
+@Controller()
+class Edges {
+  @MessagePattern('edges.bad-key')
+  @Idempotent({
+    keyFrom: () => {
+      throw new Error(`no order id\n    at ${'x'.repeat(300)}`);
+    },
+  })
+  badKey() {
+    return 'ran';
+  }
+
+  @EventPattern('edges.bad-event')
+  @Idempotent({
+    ack: true,
+    keyFrom: () => {
+      throw new Error('no order id');
+    },
+  })
+  badEvent() {
+    return 'ran';
+  }
+
+  @MessagePattern('edges.scoped')
+  @Idempotent({
+    missingKey: 'pass-through',
+    scope: (data: unknown) => {
+      const tenant = (data as { tenant?: unknown }).tenant;
+      if (tenant === 'boom') throw new Error('no tenant');
+      return tenant as string;
+    },
+  })
+  scoped() {
+    return 'ran';
+  }
+}
+
+describe('MessageRunner: reading a message, broadcast transports, pass-through', () => {
+  destroyProtocolsAfterEach();
+  const logs = spyOnLogger();
+  const errored = () => logs.errors.mock.calls.map((args: unknown[]) => args[0]);
+
+  function edges(options: Parameters<typeof createProtocol>[0] = { store: new InMemoryStore() }) {
+    const { interceptor } = createProtocol(options);
+    const call = async (
+      handler: keyof Edges,
+      data: unknown,
+      ctx: unknown,
+      handle: () => Observable<unknown> = () => of('ran'),
+    ) => {
+      const context = new ExecutionContextHost([data, ctx], Edges, Edges.prototype[handler]);
+      context.setType('rpc');
+      try {
+        return await lastValueFrom((await interceptor.intercept(context, { handle })).pipe(toArray()));
+      } catch (err) {
+        return err instanceof RpcException ? err.getError() : err;
+      }
+    };
+    return { call };
+  }
+
+  it("a keyFrom that throws runs nothing: the sender gets the error, the log names the handler and the error's first line", async () => {
+    const { call } = edges();
+    let ran = 0;
+    const answer = await call('badKey', { orderId: 1 }, undefined, () => (ran++, of('ran')));
+    expect(answer).toEqual(new Error(`no order id\n    at ${'x'.repeat(300)}`));
+    expect(ran).toBe(0);
+    expect(errored()).toEqual([
+      'Edges.badKey: a message was refused: its key or scope could not be read, nothing ran: no order id',
+    ]);
+  });
+
+  it('a scope refused by the module is logged by its code; a keyless message passes through without its scope read', async () => {
+    const { call } = edges();
+    expect(await call('scoped', { idempotencyKey: 'k', tenant: '' }, undefined)).toMatchObject({
+      code: 'IDEMPOTENCY_SCOPE_UNRESOLVED',
+    });
+    expect(errored()).toEqual([
+      'Edges.scoped: a message was refused: its key or scope could not be read, nothing ran: scope-unresolved',
+    ]);
+    // No key: passed through as the route says, its scope function never asked (it would throw).
+    expect(await call('scoped', { tenant: 'boom' }, undefined, () => of(1, 2, 3))).toEqual([1, 2, 3]);
+    expect(errored()).toHaveLength(1);
+  });
+
+  it("two scopes never share a handler's record", async () => {
+    const { call } = edges();
+    expect(await call('scoped', { idempotencyKey: 'k', tenant: 'a' }, undefined, () => of('a ran'))).toEqual(['a ran']);
+    expect(await call('scoped', { idempotencyKey: 'k', tenant: 'b' }, undefined, () => of('b ran'))).toEqual(['b ran']);
+    expect(await call('scoped', { idempotencyKey: 'k', tenant: 'a' }, undefined, () => of('a again'))).toEqual(['a ran']);
+  });
+
+  it('an event whose key cannot be read, on an acknowledged delivery: rejected once, nothing thrown for Nest to log again', async () => {
+    const { call } = edges();
+    const calls: string[] = [];
+    const channel = {
+      ack: () => calls.push('ack'),
+      nack: (_m: unknown, _all: boolean, requeue: boolean) => calls.push(requeue ? 'requeue' : 'reject'),
+    };
+    const ctx = {
+      getMessage: () => ({ properties: { messageId: 'm-1' } }),
+      getChannelRef: () => channel,
+      getPattern: () => 'edges.bad-event',
+    };
+    expect(await call('badEvent', {}, ctx)).toEqual([undefined]);
+    expect(calls).toEqual(['reject']);
+    expect(errored()).toEqual([
+      'Edges.badEvent: message "m-1" was rejected without requeue (its key or scope could not be read, nothing ran: no order id): delivering it again cannot succeed. A queue with a dead-letter exchange parks it there; without one, RabbitMQ deletes it',
+    ]);
+  });
+
+  it("a message handler's records are its own, apart from an inbox consumer's of the same name", async () => {
+    const store = new InMemoryStore();
+    const claims = jest.spyOn(store, 'claim');
+    const { call } = edges({ store });
+    await call('scoped', { idempotencyKey: 'k', tenant: 't' }, undefined);
+    expect(claims.mock.calls[0][0]).toContain(surfaceScope('t', 'message', 'Edges.scoped'));
+  });
+
+  // Issue 44 item 6: Nest's Redis transport hands a request to every replica, NATS too without a queue group.
+  describe.each([
+    ['Redis', { getChannel: () => 'orders' }, true],
+    ['NATS', { getSubject: () => 'orders', getHeaders: () => ({ get: () => '' }) }, true],
+    ['RabbitMQ', { getChannel: () => 'orders', getChannelRef: () => ({}) }, false],
+    ['a subject without headers', { getSubject: () => 'orders' }, false],
+    ['TCP', undefined, false],
+  ])('a duplicate while the run is in flight, on %s', (_name, ctx, waits) => {
+    it(waits ? "waits for the run's reply instead of refusing it" : 'is refused at once as in flight', async () => {
+      const { call } = edges();
+      let release!: () => void;
+      const first = call('scoped', { idempotencyKey: 'k', tenant: 't' }, ctx, () =>
+        from(new Promise<string>((r) => (release = () => r('first')))),
+      );
+      await until(() => release !== undefined);
+      const second = call('scoped', { idempotencyKey: 'k', tenant: 't' }, ctx, () => of('second'));
+      if (!waits) expect(await second).toMatchObject({ code: 'IDEMPOTENCY_KEY_IN_FLIGHT' });
+      release();
+      expect(await first).toEqual(['first']);
+      if (waits) expect(await second).toEqual(['first']);
+    });
   });
 });
