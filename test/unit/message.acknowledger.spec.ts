@@ -350,7 +350,7 @@ describe('MessageAcknowledger: the log line, the pause, channels of other shapes
     deliver(acks, channel, { id: 'd3' }).unreadable('no key');
     deliver(acks, channel, { id: 'd4', properties: {} }).unreadable('no key');
     expect(channel.calls).toEqual(['reject d1', 'reject d2', 'reject d3', 'reject d4']);
-    expect(errored().map((line) => line.split(' was rejected')[0])).toEqual([
+    expect(errored().map((line: string) => line.split(' was rejected')[0])).toEqual([
       'Orders.created: message "42"',
       `Orders.created: message "${'y'.repeat(100)}"`,
       'Orders.created: message (none)',

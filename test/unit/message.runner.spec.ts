@@ -103,8 +103,8 @@ class Edges {
       throw new Error('no order id');
     },
   })
-  badEvent() {
-    return 'ran';
+  badEvent(data: unknown) {
+    return data;
   }
 
   @MessagePattern('edges.scoped')
