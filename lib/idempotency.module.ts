@@ -47,7 +47,7 @@ import { TransactionFailures } from './transaction.failures.js';
 import { TransactionRunner } from './transaction.runner.js';
 import { PhasedRunner } from './phased.runner.js';
 import { IdempotencyCompleter } from './idempotency.completer.js';
-import { InMemoryStore } from './stores/in-memory.store.js';
+import { InMemoryStore } from './stores/memory/in-memory.store.js';
 
 /** The options as the user gave them; resolved (and validated) when the application starts. */
 const RAW_OPTIONS = Symbol('IDEMPOTENCY_RAW_OPTIONS');

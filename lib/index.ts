@@ -71,15 +71,15 @@ export type { StoredResponse } from './interfaces/stored-response.interface.js';
 export type { IdempotencyTransactions, SqlExecutor } from './interfaces/idempotency-transactions.interface.js';
 
 // Stores
-export { InMemoryStore } from './stores/in-memory.store.js';
-export type { InMemoryStoreOptions, CacheSetOptions } from './stores/in-memory-store.options.js';
-export { RedisStore } from './stores/redis.store.js';
-export type { RedisClientLike, RedisStoreOptions } from './stores/redis-store.options.js';
-export { PostgresStore } from './stores/postgres.store.js';
-export type { PostgresStoreOptions, PostgresPoolLike } from './stores/postgres-store.options.js';
-export { SqliteStore } from './stores/sqlite.store.js';
-export type { SqliteStoreOptions, SqliteDatabaseLike, SqliteStatementLike } from './stores/sqlite-store.options.js';
-export type { SqlStoreOptions } from './stores/sql-store.options.js';
+export { InMemoryStore } from './stores/memory/in-memory.store.js';
+export type { InMemoryStoreOptions, CacheSetOptions } from './stores/memory/in-memory-store.options.js';
+export { RedisStore } from './stores/redis/redis.store.js';
+export type { RedisClientLike, RedisStoreOptions } from './stores/redis/redis-store.options.js';
+export { PostgresStore } from './stores/postgres/postgres.store.js';
+export type { PostgresStoreOptions, PostgresPoolLike } from './stores/postgres/postgres-store.options.js';
+export { SqliteStore } from './stores/sqlite/sqlite.store.js';
+export type { SqliteStoreOptions, SqliteDatabaseLike, SqliteStatementLike } from './stores/sqlite/sqlite-store.options.js';
+export type { SqlStoreOptions } from './stores/shared/sql-store.options.js';
 
 // Exactly-once with the application's own transaction
 export { clsTransactions } from './transactions/cls.transactions.js';
@@ -96,4 +96,4 @@ export type { AbandonedRun, PhaseAdvance, RecoveryPoint } from './interfaces/rec
 // The names of 0.x, kept working with one warning each until 1.0 (see CHANGELOG.md)
 export { InMemoryCache, RedisCache } from './stores/deprecated.aliases.js';
 export type { InMemoryCacheOptions } from './stores/deprecated.aliases.js';
-export { RedisCacheOptions } from './stores/redis-cache.options.js';
+export { RedisCacheOptions } from './stores/redis/redis-cache.options.js';

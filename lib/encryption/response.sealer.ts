@@ -5,7 +5,7 @@ import { FAILURES } from '../messages/operator.messages.js';
 import type { IdempotencyRecord } from '../interfaces/idempotency-store.interface.js';
 import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
 import type { StoredResponse } from '../interfaces/stored-response.interface.js';
-import { decodeRecord, encodeRecord, SEALED_PLACEHOLDER } from '../stores/store-value.codec.js';
+import { decodeRecord, encodeRecord, SEALED_PLACEHOLDER } from '../stores/shared/store-value.codec.js';
 
 const ALGORITHM = 'aes-256-gcm';
 const IV_BYTES = 12;

@@ -1,8 +1,8 @@
 import { Logger } from '@nestjs/common';
 import { LOGS } from '../messages/operator.messages.js';
-import { InMemoryStore } from './in-memory.store.js';
-import type { InMemoryStoreOptions } from './in-memory-store.options.js';
-import { RedisStore } from './redis.store.js';
+import { InMemoryStore } from './memory/in-memory.store.js';
+import type { InMemoryStoreOptions } from './memory/in-memory-store.options.js';
+import { RedisStore } from './redis/redis.store.js';
 
 const warned = new Set<string>();
 

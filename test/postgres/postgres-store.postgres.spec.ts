@@ -8,7 +8,7 @@ import { createRequire } from 'node:module';
 import pg from 'pg';
 import { DataSource, type MigrationInterface, type QueryRunner } from 'typeorm';
 import { type PostgresPoolLike, PostgresStore } from '../../lib/index.js';
-import { encodeRecord } from '../../lib/stores/store-value.codec.js';
+import { encodeRecord } from '../../lib/stores/shared/store-value.codec.js';
 import { FaultProxy } from '../support/fault-proxy.js';
 import { PostgresServer, postgresAvailable } from '../support/postgres-server.js';
 import { sampleRecord, storeContract } from '../support/store-contract.js';

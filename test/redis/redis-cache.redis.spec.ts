@@ -7,7 +7,7 @@ import { RedisCache, RedisCacheOptions, RedisStore } from '../../lib/index.js';
 import { RedisCluster, RedisServer, clusterAvailable, redisAvailable } from '../support/redis-server.js';
 import { sampleRecord, storeContract } from '../support/store-contract.js';
 import { sleep } from '../support/timing.js';
-import { encodeRecord } from '../../lib/stores/store-value.codec.js';
+import { encodeRecord } from '../../lib/stores/shared/store-value.codec.js';
 
 const describeRedis = redisAvailable('RedisStore store suite') ? describe : describe.skip;
 const describeCluster = clusterAvailable('RedisStore cluster suite') ? describe : describe.skip;

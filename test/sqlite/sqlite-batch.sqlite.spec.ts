@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type SqliteDatabaseLike, SqliteStore } from '../../lib/index.js';
-import { SqliteBatch } from '../../lib/stores/sqlite.batch.js';
+import { SqliteBatch } from '../../lib/stores/sqlite/sqlite.batch.js';
 import { sampleRecord } from '../support/store-contract.js';
 import { tick } from '../support/timing.js';
 

@@ -69,7 +69,7 @@ describe('lib/ architecture (docs/architecture.md)', () => {
 
   it('reads every file and finds the imports', () => {
     expect(all.length).toBeGreaterThan(30);
-    expect(imports('lib/stores/in-memory.store.ts')).toContain('stores/bounded-lru.ts');
+    expect(imports('lib/stores/memory/in-memory.store.ts')).toContain('stores/memory/bounded-lru.ts');
   });
 
   it('every folder imports only what its row allows', () => {
@@ -95,7 +95,7 @@ describe('lib/ architecture (docs/architecture.md)', () => {
   it('only index.ts and the module know every store; the request path never imports one', () => {
     // The record codec is the byte format, not a store: the sealer encrypts a record in it.
     const importers = all
-      .filter((f) => imports(f).some((t) => t.startsWith('stores/') && t !== 'stores/store-value.codec.ts'))
+      .filter((f) => imports(f).some((t) => t.startsWith('stores/') && t !== 'stores/shared/store-value.codec.ts'))
       .map((f) => relative('lib', f))
       .filter((f) => !f.startsWith('stores/'));
     expect(importers.sort()).toEqual(['idempotency.module.ts', 'index.ts']);

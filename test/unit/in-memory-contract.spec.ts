@@ -1,5 +1,5 @@
 import { InMemoryStore } from '../../lib/index.js';
-import { GUARANTEED } from '../../lib/stores/bounded-lru.js';
+import { GUARANTEED } from '../../lib/stores/memory/bounded-lru.js';
 import { storeContract } from '../support/store-contract.js';
 
 /** The entry kind InMemoryStore gives records (in-memory.cache.ts). */

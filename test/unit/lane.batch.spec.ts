@@ -1,6 +1,6 @@
 import { describe, expect, it, jest } from '@jest/globals';
-import { LaneBatch } from '../../lib/stores/lane.batch.js';
-import { NORMAL, PoolLanes } from '../../lib/stores/pool.lanes.js';
+import { LaneBatch } from '../../lib/stores/shared/lane.batch.js';
+import { NORMAL, PoolLanes } from '../../lib/stores/shared/pool.lanes.js';
 
 interface Item {
   readonly key: string;

@@ -1,5 +1,5 @@
 import { describe, expect, it, jest } from '@jest/globals';
-import { NORMAL, PoolLanes, RENEWAL, URGENT } from '../../lib/stores/pool.lanes.js';
+import { NORMAL, PoolLanes, RENEWAL, URGENT } from '../../lib/stores/shared/pool.lanes.js';
 
 /** Work that finishes when the test says so, recording when it started. */
 function held(log: string[], name: string) {

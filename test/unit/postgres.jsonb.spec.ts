@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { jsonbSafe } from '../../lib/stores/postgres.jsonb.js';
+import { jsonbSafe } from '../../lib/stores/postgres/postgres.jsonb.js';
 
 describe('jsonbSafe', () => {
   it('hands back JSON jsonb takes as it is, the same string', () => {

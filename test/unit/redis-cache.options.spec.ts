@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { RedisCacheOptions } from '../../lib/index.js';
-import type { RedisClientLike } from '../../lib/stores/redis-store.options.js';
+import type { RedisClientLike } from '../../lib/stores/redis/redis-store.options.js';
 
 const client = { marker: 'client' } as unknown as RedisClientLike;
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { readdirSync, readFileSync } from 'node:fs';
 import { PostgresStore, SqliteStore } from '../../lib/index.js';
-import { derivedName } from '../../lib/stores/postgres.schema.js';
+import { derivedName } from '../../lib/stores/postgres/postgres.schema.js';
 
 /** A shipped migration without its leading comment lines: the DDL itself. */
 function ddl(path: string): string {

@@ -1,6 +1,6 @@
 import { describe, expect, it, jest } from '@jest/globals';
 import { Logger } from '@nestjs/common';
-import { SqlSweeper } from '../../lib/stores/sql.sweeper.js';
+import { SqlSweeper } from '../../lib/stores/shared/sql.sweeper.js';
 import { spyOnLogger } from '../support/logger.js';
 
 describe('SqlSweeper', () => {

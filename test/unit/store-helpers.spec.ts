@@ -1,11 +1,11 @@
 import { afterEach, describe, expect, it, jest } from '@jest/globals';
 import Database from 'better-sqlite3';
 import { PostgresStore, SqliteStore } from '../../lib/index.js';
-import type { PostgresPoolLike } from '../../lib/stores/postgres-store.options.js';
-import { onSizedConnection, readRecordParts } from '../../lib/stores/postgres.large-records.js';
-import { createPostgresSchema } from '../../lib/stores/postgres.verifier.js';
-import { whileBusy } from '../../lib/stores/sqlite.locks.js';
-import { verifySqliteTable } from '../../lib/stores/sqlite.verifier.js';
+import type { PostgresPoolLike } from '../../lib/stores/postgres/postgres-store.options.js';
+import { onSizedConnection, readRecordParts } from '../../lib/stores/postgres/postgres.large-records.js';
+import { createPostgresSchema } from '../../lib/stores/postgres/postgres.verifier.js';
+import { whileBusy } from '../../lib/stores/sqlite/sqlite.locks.js';
+import { verifySqliteTable } from '../../lib/stores/sqlite/sqlite.verifier.js';
 
 afterEach(() => {
   jest.restoreAllMocks();

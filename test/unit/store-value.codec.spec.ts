@@ -8,7 +8,7 @@ import {
   readRecord,
   RECORD_FORMAT,
   SEALED_PLACEHOLDER,
-} from '../../lib/stores/store-value.codec.js';
+} from '../../lib/stores/shared/store-value.codec.js';
 import type { IdempotencyRecord } from '../../lib/index.js';
 
 const record: IdempotencyRecord = {

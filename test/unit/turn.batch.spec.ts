@@ -1,5 +1,5 @@
 import { describe, expect, it, jest } from '@jest/globals';
-import { TurnBatch } from '../../lib/stores/turn.batch.js';
+import { TurnBatch } from '../../lib/stores/shared/turn.batch.js';
 
 /** A command sender the test answers by hand: every call is kept, with its items. */
 function sender() {

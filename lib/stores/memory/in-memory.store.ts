@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { LOGS, FAILURES } from '../messages/operator.messages.js';
+import { LOGS, FAILURES } from '../../messages/operator.messages.js';
 import type {
   ClaimOutcome,
   IdempotencyClaim,
@@ -8,11 +8,11 @@ import type {
   HeldEntry,
   OwnedKey,
   PeekedEntry,
-} from '../interfaces/idempotency-store.interface.js';
+} from '../../interfaces/idempotency-store.interface.js';
 import { BoundedLru, type Entry, GUARANTEED, PINNED, PLAIN_KIND, READ } from './bounded-lru.js';
 import type { InMemoryStoreOptions } from './in-memory-store.options.js';
-import { encodeRecord, readRecord } from './store-value.codec.js';
-import { TurnAnswers } from './turn.answers.js';
+import { encodeRecord, readRecord } from '../shared/store-value.codec.js';
+import { TurnAnswers } from '../shared/turn.answers.js';
 
 /** Entry kinds besides the plain values of `set` (see {@link PLAIN_KIND}). */
 const CLAIM_KIND = 1;

@@ -1,6 +1,6 @@
-import { MAX_TIMER_MS } from '../idempotency.constants.js';
-import { CONFIG_ERRORS } from '../messages/config.messages.js';
-import { booleanOption, fail, integerIn, refuseUnknownKeys, sqlIdentifier } from '../options/option.validators.js';
+import { MAX_TIMER_MS } from '../../idempotency.constants.js';
+import { CONFIG_ERRORS } from '../../messages/config.messages.js';
+import { booleanOption, fail, integerIn, refuseUnknownKeys, sqlIdentifier } from '../../options/option.validators.js';
 import {
   DEFAULT_POOL_SIZE,
   DEFAULT_POSTGRES_SCHEMA,
@@ -8,7 +8,7 @@ import {
   type PostgresStoreOptions,
 } from './postgres-store.options.js';
 import type { PostgresNames } from './postgres.schema.js';
-import { DEFAULT_SWEEP_INTERVAL_MS, DEFAULT_TABLE_NAME } from './sql-store.options.js';
+import { DEFAULT_SWEEP_INTERVAL_MS, DEFAULT_TABLE_NAME } from '../shared/sql-store.options.js';
 
 const OPTION_KEYS = [
   'connectionString',

@@ -1,4 +1,4 @@
-import type { SqlStoreOptions } from './sql-store.options.js';
+import type { SqlStoreOptions } from '../shared/sql-store.options.js';
 
 /**
  * The parts of a node-postgres `Pool` the store uses. Declared here so that the package's types never

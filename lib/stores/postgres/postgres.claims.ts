@@ -1,11 +1,11 @@
-import { FAILURES } from '../messages/operator.messages.js';
-import type { ClaimOutcome, IdempotencyClaim } from '../interfaces/idempotency-store.interface.js';
-import type { SqlExecutor } from '../interfaces/idempotency-transactions.interface.js';
-import { LaneBatch } from './lane.batch.js';
+import { FAILURES } from '../../messages/operator.messages.js';
+import type { ClaimOutcome, IdempotencyClaim } from '../../interfaces/idempotency-store.interface.js';
+import type { SqlExecutor } from '../../interfaces/idempotency-transactions.interface.js';
+import { LaneBatch } from '../shared/lane.batch.js';
 import { readRecordParts } from './postgres.large-records.js';
 import { INLINE_RECORD_BYTES } from './postgres.schema.js';
-import { NORMAL, type PoolLanes } from './pool.lanes.js';
-import { held, type HeldRow } from './sql.rows.js';
+import { NORMAL, type PoolLanes } from '../shared/pool.lanes.js';
+import { held, type HeldRow } from '../shared/sql.rows.js';
 
 type ClaimRow = { claimed: true } | ({ claimed: false; record_size: number | null; version: string } & HeldRow);
 

@@ -1,10 +1,10 @@
-import type { SqlExecutor } from '../interfaces/idempotency-transactions.interface.js';
-import { LaneBatch } from './lane.batch.js';
+import type { SqlExecutor } from '../../interfaces/idempotency-transactions.interface.js';
+import { LaneBatch } from '../shared/lane.batch.js';
 import type { AdmittedSend } from './postgres.claims.js';
 import type { Completion, PostgresCompletions } from './postgres.completions.js';
 import { LARGE_RECORD_BYTES, onSizedConnection } from './postgres.large-records.js';
 import { type PostgresPoolLike, SERVER_FIRST_MS } from './postgres-store.options.js';
-import { type PoolLanes, URGENT } from './pool.lanes.js';
+import { type PoolLanes, URGENT } from '../shared/pool.lanes.js';
 
 /** The most commits one statement carries. */
 const MAX_COMMIT_BATCH = 32;

@@ -7,9 +7,9 @@ import type {
   OwnedKey,
   PeekedEntry,
   StoreNeeds,
-} from '../interfaces/idempotency-store.interface.js';
-import type { SqlExecutor } from '../interfaces/idempotency-transactions.interface.js';
-import type { AbandonedRun, PhaseAdvance, RecoveryPoint } from '../interfaces/recovery-point.interface.js';
+} from '../../interfaces/idempotency-store.interface.js';
+import type { SqlExecutor } from '../../interfaces/idempotency-transactions.interface.js';
+import type { AbandonedRun, PhaseAdvance, RecoveryPoint } from '../../interfaces/recovery-point.interface.js';
 import {
   DEFAULT_POOL_SIZE,
   type PostgresPoolLike,
@@ -22,16 +22,16 @@ import { PHASES_SUFFIX } from './postgres.phases-schema.js';
 import { createPostgresPool } from './postgres.pool.js';
 import { CLAIM_SUFFIX, derivedName, type PostgresNames } from './postgres.schema.js';
 import { PostgresSchemaCheck } from './postgres.schema-check.js';
-import { NORMAL, PoolLanes, RENEWAL, URGENT, type Lane } from './pool.lanes.js';
+import { NORMAL, PoolLanes, RENEWAL, URGENT, type Lane } from '../shared/pool.lanes.js';
 import { StatementNames } from './postgres.statement-names.js';
 import { sweepExpired } from './postgres.sweep.js';
 import { PostgresWakeups, SETTLED_CHANNEL } from './postgres.wakeups.js';
 import { PostgresClaims } from './postgres.claims.js';
 import { PostgresCommits } from './postgres.commits.js';
-import { LazyConnection } from './lazy.connection.js';
-import { SqlSweeper } from './sql.sweeper.js';
-import { held, type HeldRow } from './sql.rows.js';
-import { encodeRecord } from './store-value.codec.js';
+import { LazyConnection } from '../shared/lazy.connection.js';
+import { SqlSweeper } from '../shared/sql.sweeper.js';
+import { held, type HeldRow } from '../shared/sql.rows.js';
+import { encodeRecord } from '../shared/store-value.codec.js';
 
 /**
  * An {@link IdempotencyStore} on PostgreSQL (node-postgres 8), shared by every pod: one LOGGED table,

@@ -1,4 +1,4 @@
-import { SWEEP_BATCH, SWEEP_BATCHES } from './sql-store.options.js';
+import { SWEEP_BATCH, SWEEP_BATCHES } from '../shared/sql-store.options.js';
 
 /**
  * Deletes the expired rows of `table` in batches, at most {@link SWEEP_BATCHES} of them per sweep;

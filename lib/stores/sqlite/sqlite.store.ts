@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
-import { MAX_TIMER_MS } from '../idempotency.constants.js';
-import { CONFIG_ERRORS } from '../messages/config.messages.js';
+import { MAX_TIMER_MS } from '../../idempotency.constants.js';
+import { CONFIG_ERRORS } from '../../messages/config.messages.js';
 import type {
   ClaimOutcome,
   IdempotencyClaim,
@@ -8,11 +8,11 @@ import type {
   IdempotencyStore,
   OwnedKey,
   PeekedEntry,
-} from '../interfaces/idempotency-store.interface.js';
-import { fail, integerIn, refuseUnknownKeys, sqlIdentifier } from '../options/option.validators.js';
-import { DEFAULT_SWEEP_INTERVAL_MS, DEFAULT_TABLE_NAME, SWEEP_BATCH, SWEEP_BATCHES } from './sql-store.options.js';
-import { LazyConnection } from './lazy.connection.js';
-import { SqlSweeper } from './sql.sweeper.js';
+} from '../../interfaces/idempotency-store.interface.js';
+import { fail, integerIn, refuseUnknownKeys, sqlIdentifier } from '../../options/option.validators.js';
+import { DEFAULT_SWEEP_INTERVAL_MS, DEFAULT_TABLE_NAME, SWEEP_BATCH, SWEEP_BATCHES } from '../shared/sql-store.options.js';
+import { LazyConnection } from '../shared/lazy.connection.js';
+import { SqlSweeper } from '../shared/sql.sweeper.js';
 import {
   DEFAULT_BUSY_TIMEOUT_MS,
   type SqliteDatabaseLike,
@@ -23,8 +23,8 @@ import { lentWait, SYNC_BUSY_MS } from './sqlite.locks.js';
 import { SqliteBatch } from './sqlite.batch.js';
 import { sqliteSchemaSql } from './sqlite.schema.js';
 import { verifySqliteTable } from './sqlite.verifier.js';
-import { held, type HeldRow } from './sql.rows.js';
-import { encodeRecord } from './store-value.codec.js';
+import { held, type HeldRow } from '../shared/sql.rows.js';
+import { encodeRecord } from '../shared/store-value.codec.js';
 
 const OPTION_KEYS = [
   'filename',
