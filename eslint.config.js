@@ -19,7 +19,7 @@ export default tseslint.config(
       // A replay is thrown as a plain object on purpose: it is no failure, and must not pay for a stack.
       '@typescript-eslint/only-throw-error': [
         'error',
-        { allow: [{ from: 'file', name: 'IdempotentReplay', path: 'lib/exceptions/idempotent-replay.exception.ts' }] },
+        { allow: [{ from: 'file', name: 'IdempotentReplay', path: 'lib/shared/exceptions/idempotent-replay.exception.ts' }] },
       ],
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
     },

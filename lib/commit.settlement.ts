@@ -1,10 +1,10 @@
 import type { Logger } from '@nestjs/common';
 import type { Subscriber } from 'rxjs';
 import { type HandlerEvents, HandlerRun, type ResponseStart, type RunSettlement } from './http/handler.run.js';
-import { LOGS } from './messages/operator.messages.js';
+import { LOGS } from './shared/messages/operator.messages.js';
 import type { IdempotencyService } from './idempotency.service.js';
-import type { ActiveClaim } from './interfaces/active-claim.interface.js';
-import type { StoredResponse } from './interfaces/stored-response.interface.js';
+import type { ActiveClaim } from './shared/interfaces/active-claim.interface.js';
+import type { StoredResponse } from './shared/interfaces/stored-response.interface.js';
 import type { LeaseRenewer } from './lease.renewer.js';
 
 /**

@@ -1,21 +1,21 @@
 import { type CallHandler, type ExecutionContext, Inject, Injectable, Logger } from '@nestjs/common';
 import type { GraphQLResolveInfo } from 'graphql';
 import { lastValueFrom, type Observable, of } from 'rxjs';
-import { GraphqlRefusal } from './exceptions/graphql-refusal.exception.js';
-import { IdempotencyException } from './exceptions/idempotency.exception.js';
+import { GraphqlRefusal } from './shared/exceptions/graphql-refusal.exception.js';
+import { IdempotencyException } from './shared/exceptions/idempotency.exception.js';
 import { fieldOutput, loadGraphqlJs } from './graphql/field-output.js';
 import { replayField } from './graphql/field-replay.js';
 import { GraphqlContext } from './graphql/graphql.context.js';
 import { markReplayed } from './graphql/replay-marks.js';
 import { sentHeader, type HttpRequestLike } from './http/request.reader.js';
 import { setHeader } from './http/response.adapter.js';
-import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
-import { MESSAGES } from './messages/client.messages.js';
-import { LOGS } from './messages/operator.messages.js';
+import { IDEMPOTENCY_MODULE_OPTIONS } from './shared/idempotency.constants.js';
+import { MESSAGES } from './shared/messages/client.messages.js';
+import { LOGS } from './shared/messages/operator.messages.js';
 import { IdentityResolverLoader } from './identity-resolver.loader.js';
 import { InboxRunner } from './inbox.runner.js';
-import type { InboxResult } from './interfaces/inbox-options.interface.js';
-import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
+import type { InboxResult } from './shared/interfaces/inbox-options.interface.js';
+import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './shared/interfaces/resolved-options.interface.js';
 
 /**
  * The GraphQL context object: Apollo's on Express (`req`, `res`) or Fastify (`request`, `reply`),

@@ -1,7 +1,7 @@
-import { IdempotencyException } from './exceptions/idempotency.exception.js';
-import { MESSAGES } from './messages/client.messages.js';
-import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
-import { decodeKey, keyViolation } from './utils/key.util.js';
+import { IdempotencyException } from './shared/exceptions/idempotency.exception.js';
+import { MESSAGES } from './shared/messages/client.messages.js';
+import type { ResolvedIdempotencyOptions } from './shared/interfaces/resolved-options.interface.js';
+import { decodeKey, keyViolation } from './shared/utils/key.util.js';
 
 /**
  * The key a request sent, as the client meant it (in a `header`, a Structured Field String unquoted), or

@@ -8,12 +8,12 @@ import {
 } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { randomUUID } from 'node:crypto';
-import { IDEMPOTENCY_MODULE_OPTIONS, PHASED_WORKFLOW_METADATA } from './idempotency.constants.js';
-import { LOGS } from './messages/operator.messages.js';
-import type { ActiveClaim } from './interfaces/active-claim.interface.js';
-import type { AbandonedRun } from './interfaces/recovery-point.interface.js';
-import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
-import type { StoredResponse } from './interfaces/stored-response.interface.js';
+import { IDEMPOTENCY_MODULE_OPTIONS, PHASED_WORKFLOW_METADATA } from './shared/idempotency.constants.js';
+import { LOGS } from './shared/messages/operator.messages.js';
+import type { ActiveClaim } from './shared/interfaces/active-claim.interface.js';
+import type { AbandonedRun } from './shared/interfaces/recovery-point.interface.js';
+import type { ResolvedIdempotencyOptions } from './shared/interfaces/resolved-options.interface.js';
+import type { StoredResponse } from './shared/interfaces/stored-response.interface.js';
 import { LeaseRenewer } from './lease.renewer.js';
 import { CompleterBackoff } from './phases/completer.backoff.js';
 import { endsTheRun } from './phases/phase-error.classifier.js';

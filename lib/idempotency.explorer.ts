@@ -1,6 +1,6 @@
 import { Inject, Injectable, type OnModuleInit, RequestMethod, StreamableFile } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
-import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
+import type { ResolvedIdempotencyOptions } from './shared/interfaces/resolved-options.interface.js';
 import {
   GRAPHQL_RESOLVER_TYPE_METADATA,
   IDEMPOTENCY_MODULE_OPTIONS,
@@ -10,8 +10,8 @@ import {
   NEST_ROUTE_ARGS_METADATA,
   NEST_SSE_METADATA,
   SAFE_METHODS,
-} from './idempotency.constants.js';
-import { CONFIG_ERRORS } from './messages/config.messages.js';
+} from './shared/idempotency.constants.js';
+import { CONFIG_ERRORS } from './shared/messages/config.messages.js';
 import { IdentityResolverLoader } from './identity-resolver.loader.js';
 import { MessageAcknowledger } from './message.acknowledger.js';
 import { findIdempotentHandlers, servedBy } from './idempotent-handlers.finder.js';

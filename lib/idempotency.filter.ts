@@ -1,12 +1,12 @@
 import { type ArgumentsHost, Catch, type ExceptionFilter, Inject } from '@nestjs/common';
 import type { ServerResponse } from 'node:http';
 import { throwError } from 'rxjs';
-import { IdempotencyException } from './exceptions/idempotency.exception.js';
-import { IdempotentReplay } from './exceptions/idempotent-replay.exception.js';
+import { IdempotencyException } from './shared/exceptions/idempotency.exception.js';
+import { IdempotentReplay } from './shared/exceptions/idempotent-replay.exception.js';
 import { writeAnswer } from './http/answer.writer.js';
 import { isFastifyReply } from './http/response.adapter.js';
-import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
-import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
+import { IDEMPOTENCY_MODULE_OPTIONS } from './shared/idempotency.constants.js';
+import type { ResolvedIdempotencyOptions } from './shared/interfaces/resolved-options.interface.js';
 
 /**
  * Applied with `@Idempotent()`. On HTTP the interceptor has mostly sent the answer (a replay, or the

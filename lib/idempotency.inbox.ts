@@ -1,14 +1,14 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
-import { IdempotencyException } from './exceptions/idempotency.exception.js';
-import { MESSAGES } from './messages/client.messages.js';
-import { CONFIG_ERRORS } from './messages/config.messages.js';
+import { IDEMPOTENCY_MODULE_OPTIONS } from './shared/idempotency.constants.js';
+import { IdempotencyException } from './shared/exceptions/idempotency.exception.js';
+import { MESSAGES } from './shared/messages/client.messages.js';
+import { CONFIG_ERRORS } from './shared/messages/config.messages.js';
 import { InboxContext } from './inbox/inbox.context.js';
 import { InboxRunner, type InboxWork } from './inbox.runner.js';
-import type { InboxResult, InboxRunOptions } from './interfaces/inbox-options.interface.js';
-import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
+import type { InboxResult, InboxRunOptions } from './shared/interfaces/inbox-options.interface.js';
+import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './shared/interfaces/resolved-options.interface.js';
 import { resolveRouteOptions } from './options/route-options.resolver.js';
-import { escapeScope, keyViolation } from './utils/key.util.js';
+import { escapeScope, keyViolation } from './shared/utils/key.util.js';
 
 const WHERE = 'IdempotencyInbox.run()';
 

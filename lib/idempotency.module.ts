@@ -9,21 +9,21 @@ import {
   type Provider,
 } from '@nestjs/common';
 import { DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core';
-import { ResponseSealer } from './encryption/response.sealer.js';
-import { IdempotencyAdmin } from './idempotency.admin.js';
+import { ResponseSealer } from './ops/encryption/response.sealer.js';
+import { IdempotencyAdmin } from './ops/admin/idempotency.admin.js';
 import { IdempotencyInbox } from './idempotency.inbox.js';
 import { InboxRunner } from './inbox.runner.js';
 import { MessageAcknowledger } from './message.acknowledger.js';
 import { MessageRunner } from './message.runner.js';
 import { GraphqlRunner } from './graphql.runner.js';
-import { IdempotencyHealthIndicator } from './health/idempotency.health-indicator.js';
-import { IdempotencyObserver } from './events/idempotency.observer.js';
-import { OutcomeReporter } from './events/outcome.reporter.js';
-import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
+import { IdempotencyHealthIndicator } from './ops/health/idempotency.health-indicator.js';
+import { IdempotencyObserver } from './ops/events/idempotency.observer.js';
+import { OutcomeReporter } from './ops/events/outcome.reporter.js';
+import { IDEMPOTENCY_MODULE_OPTIONS } from './shared/idempotency.constants.js';
 import { IdempotencyExplorer } from './idempotency.explorer.js';
 import { IdempotencyExceptionFilter } from './idempotency.filter.js';
 import { IdempotencyInterceptor } from './idempotency.interceptor.js';
-import { CONFIG_ERRORS } from './messages/config.messages.js';
+import { CONFIG_ERRORS } from './shared/messages/config.messages.js';
 import { IdempotencyService } from './idempotency.service.js';
 import { KeyClaimer } from './key.claimer.js';
 import { DuplicateWaiters } from './waiting/duplicate.waiters.js';
@@ -36,11 +36,11 @@ import type {
   IdempotencyModuleOptions,
   IdempotencyModuleRootOptions,
   IdempotencyOptionsFactory,
-} from './interfaces/idempotency-module-options.interface.js';
-import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
+} from './shared/interfaces/idempotency-module-options.interface.js';
+import type { ResolvedIdempotencyOptions } from './shared/interfaces/resolved-options.interface.js';
 import { ReplyRecorderInstaller } from './http/reply-recorder.installer.js';
 import { LeaseRenewer } from './lease.renewer.js';
-import { OpenApiExplorer } from './openapi/openapi.explorer.js';
+import { OpenApiExplorer } from './ops/openapi/openapi.explorer.js';
 import { resolveModuleOptions } from './options/module-options.resolver.js';
 import { RouteOptionsRegistry } from './route-options.registry.js';
 import { TransactionFailures } from './transaction.failures.js';

@@ -1,5 +1,5 @@
 import type { DiscoveryService, MetadataScanner } from '@nestjs/core';
-import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
+import { IDEMPOTENCY_MODULE_OPTIONS } from './shared/idempotency.constants.js';
 import type { RouteOptionsRegistry } from './route-options.registry.js';
 
 /** The parts of Nest's `Module` (an `InstanceWrapper`'s host) the lookup reads. */

@@ -1,19 +1,19 @@
 import { type ExecutionContext, Inject, Injectable, Logger, Scope, type Type } from '@nestjs/common';
 import { ContextIdFactory, ModuleRef } from '@nestjs/core';
-import { IdempotencyException } from './exceptions/idempotency.exception.js';
+import { IdempotencyException } from './shared/exceptions/idempotency.exception.js';
 import { type HttpRequestLike, requestHost } from './http/request.reader.js';
-import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
-import { MESSAGES } from './messages/client.messages.js';
-import { CONFIG_ERRORS } from './messages/config.messages.js';
-import { LOGS } from './messages/operator.messages.js';
-import { instanceFromContainer } from './utils/container.util.js';
-import { escapeScope, keyViolation, UNSCOPED } from './utils/key.util.js';
+import { IDEMPOTENCY_MODULE_OPTIONS } from './shared/idempotency.constants.js';
+import { MESSAGES } from './shared/messages/client.messages.js';
+import { CONFIG_ERRORS } from './shared/messages/config.messages.js';
+import { LOGS } from './shared/messages/operator.messages.js';
+import { instanceFromContainer } from './shared/utils/container.util.js';
+import { escapeScope, keyViolation, UNSCOPED } from './shared/utils/key.util.js';
 import type {
   IdempotencyIdentity,
   IdempotencyIdentityResolver,
   IdentityFunction,
-} from './interfaces/identity-resolver.interface.js';
-import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
+} from './shared/interfaces/identity-resolver.interface.js';
+import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './shared/interfaces/resolved-options.interface.js';
 
 type ResolverClass = Type<IdempotencyIdentityResolver>;
 

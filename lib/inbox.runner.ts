@@ -1,20 +1,20 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import { IdempotentReplay } from './exceptions/idempotent-replay.exception.js';
-import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
-import { OutcomeReporter } from './events/outcome.reporter.js';
+import { IdempotentReplay } from './shared/exceptions/idempotent-replay.exception.js';
+import { IDEMPOTENCY_MODULE_OPTIONS } from './shared/idempotency.constants.js';
+import { OutcomeReporter } from './ops/events/outcome.reporter.js';
 import { IdempotencyService } from './idempotency.service.js';
-import type { ActiveClaim } from './interfaces/active-claim.interface.js';
-import type { IdempotencyContext } from './interfaces/idempotency-context.interface.js';
-import type { SqlExecutor } from './interfaces/idempotency-transactions.interface.js';
-import type { InboxResult } from './interfaces/inbox-options.interface.js';
-import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
+import type { ActiveClaim } from './shared/interfaces/active-claim.interface.js';
+import type { IdempotencyContext } from './shared/interfaces/idempotency-context.interface.js';
+import type { SqlExecutor } from './shared/interfaces/idempotency-transactions.interface.js';
+import type { InboxResult } from './shared/interfaces/inbox-options.interface.js';
+import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './shared/interfaces/resolved-options.interface.js';
 import { LeaseRenewer } from './lease.renewer.js';
 import { RecordBuilder } from './record.builder.js';
-import { LeaseLost } from './exceptions/lease-lost.error.js';
+import { LeaseLost } from './shared/exceptions/lease-lost.error.js';
 import { TransactionFailures } from './transaction.failures.js';
 import { lossyPart } from './inbox/lossy-value.js';
 import { replayedValue, storedValue } from './inbox/stored-value.js';
-import { LOGS } from './messages/operator.messages.js';
+import { LOGS } from './shared/messages/operator.messages.js';
 
 /** The work to run once: in transactional mode it gets the transaction's executor. */
 export type InboxWork<T> = (sql: SqlExecutor | undefined) => T | Promise<T>;

@@ -5,13 +5,13 @@
 export { IdempotencyModule } from './idempotency.module.js';
 export { Idempotent } from './decorators/idempotent.decorator.js';
 export { IdempotencyKey } from './decorators/idempotency-key.decorator.js';
-export { IdempotencyException } from './exceptions/idempotency.exception.js';
-export { IdempotencyAdmin } from './idempotency.admin.js';
+export { IdempotencyException } from './shared/exceptions/idempotency.exception.js';
+export { IdempotencyAdmin } from './ops/admin/idempotency.admin.js';
 export { IdempotencyInbox } from './idempotency.inbox.js';
 export { idempotencyApolloPlugin } from './graphql/replay-marks.js';
-export type { InboxResult, InboxRunOptions } from './interfaces/inbox-options.interface.js';
-export { IdempotencyHealthIndicator } from './health/idempotency.health-indicator.js';
-export type { IdempotencyHealthOptions, IdempotencyHealthResult } from './health/idempotency.health-indicator.js';
+export type { InboxResult, InboxRunOptions } from './shared/interfaces/inbox-options.interface.js';
+export { IdempotencyHealthIndicator } from './ops/health/idempotency.health-indicator.js';
+export type { IdempotencyHealthOptions, IdempotencyHealthResult } from './ops/health/idempotency.health-indicator.js';
 
 // Options
 export type {
@@ -19,8 +19,8 @@ export type {
   IdempotencyModuleOptions,
   IdempotencyModuleRootOptions,
   IdempotencyOptionsFactory,
-} from './interfaces/idempotency-module-options.interface.js';
-export type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
+} from './shared/interfaces/idempotency-module-options.interface.js';
+export type { ResolvedIdempotencyOptions } from './shared/interfaces/resolved-options.interface.js';
 export type {
   ErrorFormat,
   FingerprintFunction,
@@ -31,30 +31,30 @@ export type {
   InFlightPolicy,
   MissingHeaderPolicy,
   ReplayFlag,
-} from './interfaces/idempotent-options.interface.js';
+} from './shared/interfaces/idempotent-options.interface.js';
 export type {
   IdempotencyErrorBody,
   IdempotencyErrorCode,
   IdempotencyErrorInfo,
-} from './interfaces/idempotency-error.interface.js';
-export type { IdempotencyEncryption } from './interfaces/idempotency-encryption.interface.js';
+} from './shared/interfaces/idempotency-error.interface.js';
+export type { IdempotencyEncryption } from './shared/interfaces/idempotency-encryption.interface.js';
 export type {
   IdempotencyEvent,
   IdempotencyEventListener,
   IdempotencyEventsOption,
   IdempotencyOutcome,
-} from './interfaces/idempotency-event.interface.js';
+} from './shared/interfaces/idempotency-event.interface.js';
 export type {
   IdempotencyInspectOptions,
   IdempotencyKeyInfo,
   IdempotencyKeyTarget,
-} from './interfaces/idempotency-key-info.interface.js';
+} from './shared/interfaces/idempotency-key-info.interface.js';
 export type {
   IdempotencyIdentity,
   IdempotencyIdentityResolver,
   IdentityFunction,
-} from './interfaces/identity-resolver.interface.js';
-export { IDEMPOTENCY_CORS_HEADERS, IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
+} from './shared/interfaces/identity-resolver.interface.js';
+export { IDEMPOTENCY_CORS_HEADERS, IDEMPOTENCY_MODULE_OPTIONS } from './shared/idempotency.constants.js';
 
 // Store contract and records, for store authors
 export type {
@@ -66,9 +66,9 @@ export type {
   PeekedEntry,
   OwnedKey,
   StoreNeeds,
-} from './interfaces/idempotency-store.interface.js';
-export type { StoredResponse } from './interfaces/stored-response.interface.js';
-export type { IdempotencyTransactions, SqlExecutor } from './interfaces/idempotency-transactions.interface.js';
+} from './shared/interfaces/idempotency-store.interface.js';
+export type { StoredResponse } from './shared/interfaces/stored-response.interface.js';
+export type { IdempotencyTransactions, SqlExecutor } from './shared/interfaces/idempotency-transactions.interface.js';
 
 // Stores
 export { InMemoryStore } from './stores/memory/in-memory.store.js';
@@ -90,8 +90,8 @@ export { Phases } from './decorators/phases.decorator.js';
 export { PhasedWorkflow } from './decorators/phased-workflow.decorator.js';
 export { PhasedRun } from './phases/phased.run.js';
 export { IdempotencyCompleter } from './idempotency.completer.js';
-export type { CompleterOptions } from './interfaces/idempotency-module-options.interface.js';
-export type { AbandonedRun, PhaseAdvance, RecoveryPoint } from './interfaces/recovery-point.interface.js';
+export type { CompleterOptions } from './shared/interfaces/idempotency-module-options.interface.js';
+export type { AbandonedRun, PhaseAdvance, RecoveryPoint } from './shared/interfaces/recovery-point.interface.js';
 
 // The names of 0.x, kept working with one warning each until 1.0 (see CHANGELOG.md)
 export { InMemoryCache, RedisCache } from './stores/deprecated.aliases.js';

@@ -1,14 +1,14 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
-import { MESSAGES } from './messages/client.messages.js';
-import { LOGS } from './messages/operator.messages.js';
-import { IdempotencyException } from './exceptions/idempotency.exception.js';
-import { IdempotentReplay } from './exceptions/idempotent-replay.exception.js';
-import { IdempotencyObserver } from './events/idempotency.observer.js';
-import type { ActiveClaim } from './interfaces/active-claim.interface.js';
-import type { IdempotencyContext } from './interfaces/idempotency-context.interface.js';
-import type { ClaimOutcome } from './interfaces/idempotency-store.interface.js';
-import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
+import { IDEMPOTENCY_MODULE_OPTIONS } from './shared/idempotency.constants.js';
+import { MESSAGES } from './shared/messages/client.messages.js';
+import { LOGS } from './shared/messages/operator.messages.js';
+import { IdempotencyException } from './shared/exceptions/idempotency.exception.js';
+import { IdempotentReplay } from './shared/exceptions/idempotent-replay.exception.js';
+import { IdempotencyObserver } from './ops/events/idempotency.observer.js';
+import type { ActiveClaim } from './shared/interfaces/active-claim.interface.js';
+import type { IdempotencyContext } from './shared/interfaces/idempotency-context.interface.js';
+import type { ClaimOutcome } from './shared/interfaces/idempotency-store.interface.js';
+import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './shared/interfaces/resolved-options.interface.js';
 import { RecordBuilder } from './record.builder.js';
 import { DuplicateWaiters } from './waiting/duplicate.waiters.js';
 

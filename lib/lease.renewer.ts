@@ -1,11 +1,11 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { AsyncResource } from 'node:async_hooks';
-import { IdempotencyObserver } from './events/idempotency.observer.js';
-import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
-import { LOGS } from './messages/operator.messages.js';
-import type { ActiveClaim } from './interfaces/active-claim.interface.js';
-import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
-import { calledOrAt } from './utils/timeout.util.js';
+import { IdempotencyObserver } from './ops/events/idempotency.observer.js';
+import { IDEMPOTENCY_MODULE_OPTIONS } from './shared/idempotency.constants.js';
+import { LOGS } from './shared/messages/operator.messages.js';
+import type { ActiveClaim } from './shared/interfaces/active-claim.interface.js';
+import type { ResolvedIdempotencyOptions } from './shared/interfaces/resolved-options.interface.js';
+import { calledOrAt } from './shared/utils/timeout.util.js';
 
 /** First pause before a failed renewal is sent again; it doubles, up to a tick. */
 const RETRY_MS = 50;

@@ -1,8 +1,8 @@
 import type { ExecutionContext } from '@nestjs/common';
-import { IdempotencyException } from './exceptions/idempotency.exception.js';
-import { MESSAGES } from './messages/client.messages.js';
-import type { MessageKeyFunction, MessageScopeFunction } from './interfaces/idempotent-options.interface.js';
-import { escapeScope, keyViolation } from './utils/key.util.js';
+import { IdempotencyException } from './shared/exceptions/idempotency.exception.js';
+import { MESSAGES } from './shared/messages/client.messages.js';
+import type { MessageKeyFunction, MessageScopeFunction } from './shared/interfaces/idempotent-options.interface.js';
+import { escapeScope, keyViolation } from './shared/utils/key.util.js';
 
 /** Where a message of a transport without message ids (TCP, Redis) carries its key. */
 const KEY_FIELD = 'idempotencyKey';

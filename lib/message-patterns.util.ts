@@ -4,7 +4,7 @@ import {
   NEST_PATTERN_METADATA,
   NEST_RMQ_TRANSPORT,
   NEST_TRANSPORT_METADATA,
-} from './idempotency.constants.js';
+} from './shared/idempotency.constants.js';
 
 /** A pattern as one string: a string or number as it is, an object as JSON with its keys sorted at every level. */
 function route(pattern: unknown): string {

@@ -1,9 +1,9 @@
 import { type ExecutionContext, Injectable, Logger } from '@nestjs/common';
-import { IDEMPOTENCY_ERRORS } from './exceptions/idempotency-errors.table.js';
-import { IdempotencyException } from './exceptions/idempotency.exception.js';
-import { ATTEMPT_COUNTS, MAX_REQUEUE_DELAY_MS, REQUEUE_DELAY_MS } from './idempotency.constants.js';
-import { LOGS } from './messages/operator.messages.js';
-import type { ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
+import { IDEMPOTENCY_ERRORS } from './shared/exceptions/idempotency-errors.table.js';
+import { IdempotencyException } from './shared/exceptions/idempotency.exception.js';
+import { ATTEMPT_COUNTS, MAX_REQUEUE_DELAY_MS, REQUEUE_DELAY_MS } from './shared/idempotency.constants.js';
+import { LOGS } from './shared/messages/operator.messages.js';
+import type { ResolvedRouteOptions } from './shared/interfaces/resolved-options.interface.js';
 import { chainedHandlers, deliveredPattern } from './message-patterns.util.js';
 
 /** The part of an amqplib channel the acknowledger uses. */

@@ -1,13 +1,13 @@
 import { type CallHandler, type ExecutionContext, Inject, Injectable, Logger } from '@nestjs/common';
 import { lastValueFrom, type Observable, of } from 'rxjs';
-import { errorExtensions } from './exceptions/error-extensions.js';
-import { IdempotencyException } from './exceptions/idempotency.exception.js';
-import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
-import { MESSAGES } from './messages/client.messages.js';
-import { LOGS } from './messages/operator.messages.js';
+import { errorExtensions } from './shared/exceptions/error-extensions.js';
+import { IdempotencyException } from './shared/exceptions/idempotency.exception.js';
+import { IDEMPOTENCY_MODULE_OPTIONS } from './shared/idempotency.constants.js';
+import { MESSAGES } from './shared/messages/client.messages.js';
+import { LOGS } from './shared/messages/operator.messages.js';
 import { InboxContext } from './inbox/inbox.context.js';
 import { InboxRunner } from './inbox.runner.js';
-import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
+import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './shared/interfaces/resolved-options.interface.js';
 import { type Delivery, MessageAcknowledger } from './message.acknowledger.js';
 import { readMessageKey, readMessageScope } from './message-key.reader.js';
 

@@ -1,15 +1,15 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import { ResponseSealer, UnsealableRecord } from './encryption/response.sealer.js';
-import { IdempotencyException } from './exceptions/idempotency.exception.js';
-import { errorResponse } from './exceptions/error.response.js';
-import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
+import { ResponseSealer, UnsealableRecord } from './ops/encryption/response.sealer.js';
+import { IdempotencyException } from './shared/exceptions/idempotency.exception.js';
+import { errorResponse } from './shared/exceptions/error.response.js';
+import { IDEMPOTENCY_MODULE_OPTIONS } from './shared/idempotency.constants.js';
 import { isRefusal } from './inbox/stored-value.js';
-import { MESSAGES } from './messages/client.messages.js';
-import { LOGS } from './messages/operator.messages.js';
-import type { ActiveClaim } from './interfaces/active-claim.interface.js';
-import type { IdempotencyRecord } from './interfaces/idempotency-store.interface.js';
-import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
-import type { StoredResponse } from './interfaces/stored-response.interface.js';
+import { MESSAGES } from './shared/messages/client.messages.js';
+import { LOGS } from './shared/messages/operator.messages.js';
+import type { ActiveClaim } from './shared/interfaces/active-claim.interface.js';
+import type { IdempotencyRecord } from './shared/interfaces/idempotency-store.interface.js';
+import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './shared/interfaces/resolved-options.interface.js';
+import type { StoredResponse } from './shared/interfaces/stored-response.interface.js';
 
 /** Turns a response into the record a commit stores, and a stored record back into the response a replay sends. */
 @Injectable()

@@ -1,11 +1,11 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import { IdempotencyObserver } from './events/idempotency.observer.js';
-import { OutcomeReporter } from './events/outcome.reporter.js';
-import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
-import { LOGS } from './messages/operator.messages.js';
-import type { ActiveClaim } from './interfaces/active-claim.interface.js';
-import type { IdempotencyRecord } from './interfaces/idempotency-store.interface.js';
-import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
+import { IdempotencyObserver } from './ops/events/idempotency.observer.js';
+import { OutcomeReporter } from './ops/events/outcome.reporter.js';
+import { IDEMPOTENCY_MODULE_OPTIONS } from './shared/idempotency.constants.js';
+import { LOGS } from './shared/messages/operator.messages.js';
+import type { ActiveClaim } from './shared/interfaces/active-claim.interface.js';
+import type { IdempotencyRecord } from './shared/interfaces/idempotency-store.interface.js';
+import type { ResolvedIdempotencyOptions } from './shared/interfaces/resolved-options.interface.js';
 
 /** First pause before a failed commit is tried again; it doubles up to {@link MAX_COMMIT_RETRY_MS}. */
 const COMMIT_RETRY_MS = 100;

@@ -1,11 +1,11 @@
 import { type ExecutionContext, Injectable, Logger } from '@nestjs/common';
-import { IdempotencyException } from './exceptions/idempotency.exception.js';
+import { IdempotencyException } from './shared/exceptions/idempotency.exception.js';
 import { type HttpRequestLike, requestTarget } from './http/request.reader.js';
-import { MESSAGES } from './messages/client.messages.js';
-import { LOGS } from './messages/operator.messages.js';
-import type { ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
-import { CANONICAL_TAG, RAW_TAG, tagged, tagOf } from './utils/fingerprint-tag.util.js';
-import { BodyTooDeepError, requestFingerprint } from './utils/fingerprint.util.js';
+import { MESSAGES } from './shared/messages/client.messages.js';
+import { LOGS } from './shared/messages/operator.messages.js';
+import type { ResolvedRouteOptions } from './shared/interfaces/resolved-options.interface.js';
+import { CANONICAL_TAG, RAW_TAG, tagged, tagOf } from './shared/utils/fingerprint-tag.util.js';
+import { BodyTooDeepError, requestFingerprint } from './shared/utils/fingerprint.util.js';
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as { then?: unknown } | null | undefined)?.then === 'function';

@@ -8,10 +8,10 @@ import {
   NEST_PATTERN_HANDLER_METADATA,
   NEST_PATTERN_METADATA,
   NEST_ROUTE_ARGS_METADATA,
-} from './idempotency.constants.js';
+} from './shared/idempotency.constants.js';
 import { readIdempotencyKey } from './decorators/idempotency-key.decorator.js';
-import type { IdempotentOptions } from './interfaces/idempotent-options.interface.js';
-import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './interfaces/resolved-options.interface.js';
+import type { IdempotentOptions } from './shared/interfaces/idempotent-options.interface.js';
+import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from './shared/interfaces/resolved-options.interface.js';
 import { resolveRouteOptions, type RouteKind } from './options/route-options.resolver.js';
 
 /** What kind of handler carries the decorator, from the metadata Nest's packages put on it. */

@@ -1,11 +1,11 @@
 import { Injectable, Logger } from '@nestjs/common';
-import { OutcomeReporter } from './events/outcome.reporter.js';
-import { IdempotencyException } from './exceptions/idempotency.exception.js';
-import { LeaseLost } from './exceptions/lease-lost.error.js';
-import { MESSAGES } from './messages/client.messages.js';
-import { LOGS } from './messages/operator.messages.js';
+import { OutcomeReporter } from './ops/events/outcome.reporter.js';
+import { IdempotencyException } from './shared/exceptions/idempotency.exception.js';
+import { LeaseLost } from './shared/exceptions/lease-lost.error.js';
+import { MESSAGES } from './shared/messages/client.messages.js';
+import { LOGS } from './shared/messages/operator.messages.js';
 import { IdempotencyService } from './idempotency.service.js';
-import type { ActiveClaim } from './interfaces/active-claim.interface.js';
+import type { ActiveClaim } from './shared/interfaces/active-claim.interface.js';
 import { ABORTED, ROLLED_BACK, sqlState } from './transactions/sql-states.js';
 
 /** How far a failed transaction got: opened, the work failed inside it, the completion ran. */

@@ -1,23 +1,23 @@
 import { type CallHandler, Inject, Injectable, Logger } from '@nestjs/common';
 import { Observable } from 'rxjs';
-import { IdempotencyException } from './exceptions/idempotency.exception.js';
+import { IdempotencyException } from './shared/exceptions/idempotency.exception.js';
 import { HandlerRun, responseStart } from './http/handler.run.js';
-import { errorResponse } from './exceptions/error.response.js';
+import { errorResponse } from './shared/exceptions/error.response.js';
 import { writeAnswer } from './http/answer.writer.js';
-import { IdempotencyObserver } from './events/idempotency.observer.js';
-import { OutcomeReporter } from './events/outcome.reporter.js';
-import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
-import { MESSAGES } from './messages/client.messages.js';
-import { LOGS, FAILURES } from './messages/operator.messages.js';
-import type { ActiveClaim } from './interfaces/active-claim.interface.js';
-import type { SqlExecutor } from './interfaces/idempotency-transactions.interface.js';
-import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
-import type { StoredResponse } from './interfaces/stored-response.interface.js';
+import { IdempotencyObserver } from './ops/events/idempotency.observer.js';
+import { OutcomeReporter } from './ops/events/outcome.reporter.js';
+import { IDEMPOTENCY_MODULE_OPTIONS } from './shared/idempotency.constants.js';
+import { MESSAGES } from './shared/messages/client.messages.js';
+import { LOGS, FAILURES } from './shared/messages/operator.messages.js';
+import type { ActiveClaim } from './shared/interfaces/active-claim.interface.js';
+import type { SqlExecutor } from './shared/interfaces/idempotency-transactions.interface.js';
+import type { ResolvedIdempotencyOptions } from './shared/interfaces/resolved-options.interface.js';
+import type { StoredResponse } from './shared/interfaces/stored-response.interface.js';
 import { RecordBuilder } from './record.builder.js';
-import { LeaseLost } from './exceptions/lease-lost.error.js';
+import { LeaseLost } from './shared/exceptions/lease-lost.error.js';
 import { TransactionFailures } from './transaction.failures.js';
 import { ROLLED_BACK, sqlState } from './transactions/sql-states.js';
-import { withTimeout } from './utils/timeout.util.js';
+import { withTimeout } from './shared/utils/timeout.util.js';
 
 const unavailable = (): IdempotencyException => IdempotencyException.of('store-unavailable', MESSAGES.unavailable);
 

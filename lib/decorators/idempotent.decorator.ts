@@ -1,8 +1,8 @@
 import { applyDecorators, SetMetadata, UseFilters, UseInterceptors } from '@nestjs/common';
-import { IDEMPOTENT_ROUTE_METADATA } from '../idempotency.constants.js';
+import { IDEMPOTENT_ROUTE_METADATA } from '../shared/idempotency.constants.js';
 import { IdempotencyExceptionFilter } from '../idempotency.filter.js';
 import { IdempotencyInterceptor } from '../idempotency.interceptor.js';
-import type { IdempotentOptions } from '../interfaces/idempotent-options.interface.js';
+import type { IdempotentOptions } from '../shared/interfaces/idempotent-options.interface.js';
 
 /**
  * Makes a route run at most once per `Idempotency-Key`: a retry with the same key gets the stored

@@ -1,5 +1,5 @@
-import { PHASED_WORKFLOW_METADATA } from '../idempotency.constants.js';
-import { CONFIG_ERRORS } from '../messages/config.messages.js';
+import { PHASED_WORKFLOW_METADATA } from '../shared/idempotency.constants.js';
+import { CONFIG_ERRORS } from '../shared/messages/config.messages.js';
 import type { PhasedRun } from '../phases/phased.run.js';
 
 /** A workflow's method: the run of its phases, then what it needs to run again (JSON). */

@@ -1,6 +1,6 @@
 import { createParamDecorator, type ExecutionContext } from '@nestjs/common';
 import { runOf } from '../http/request-run.store.js';
-import { FAILURES } from '../messages/operator.messages.js';
+import { FAILURES } from '../shared/messages/operator.messages.js';
 
 /** What `@Phases()` reads: the run the interceptor made for the request's claim. */
 export function readPhasedRun(_data: unknown, context: ExecutionContext): object {

@@ -1,5 +1,5 @@
 import type { GraphQLNamedType, GraphQLOutputType, GraphQLResolveInfo } from 'graphql';
-import { MESSAGES } from '../messages/client.messages.js';
+import { MESSAGES } from '../shared/messages/client.messages.js';
 import { type FieldOutput, type GraphqlJs, readOutput, TYPE_KEY } from './field-output.js';
 
 // A mutation's field is answered from the output stored for it, through the application's schema:

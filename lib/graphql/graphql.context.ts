@@ -1,7 +1,7 @@
-import type { IdempotencyContext } from '../interfaces/idempotency-context.interface.js';
-import type { ResolvedRouteOptions } from '../interfaces/resolved-options.interface.js';
-import { requestFingerprint } from '../utils/fingerprint.util.js';
-import { surfaceScope } from '../utils/key.util.js';
+import type { IdempotencyContext } from '../shared/interfaces/idempotency-context.interface.js';
+import type { ResolvedRouteOptions } from '../shared/interfaces/resolved-options.interface.js';
+import { requestFingerprint } from '../shared/utils/fingerprint.util.js';
+import { surfaceScope } from '../shared/utils/key.util.js';
 
 /** What the fingerprint calls a mutation where an HTTP request has its method. */
 const MUTATION = 'MUTATION';

@@ -1,8 +1,8 @@
-import { errorResponse, type ErrorOptions } from '../exceptions/error.response.js';
-import { IdempotencyException } from '../exceptions/idempotency.exception.js';
-import { IdempotentReplay } from '../exceptions/idempotent-replay.exception.js';
-import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
-import type { StoredResponse } from '../interfaces/stored-response.interface.js';
+import { errorResponse, type ErrorOptions } from '../shared/exceptions/error.response.js';
+import { IdempotencyException } from '../shared/exceptions/idempotency.exception.js';
+import { IdempotentReplay } from '../shared/exceptions/idempotent-replay.exception.js';
+import type { ResolvedIdempotencyOptions } from '../shared/interfaces/resolved-options.interface.js';
+import type { StoredResponse } from '../shared/interfaces/stored-response.interface.js';
 import { sendFinal } from './response.writer.js';
 
 const NONE = {};

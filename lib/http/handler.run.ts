@@ -1,8 +1,8 @@
 import { type CallHandler, type Logger, StreamableFile } from '@nestjs/common';
 import type { ServerResponse } from 'node:http';
 import type { Observer, Subscriber, Unsubscribable } from 'rxjs';
-import { LOGS } from '../messages/operator.messages.js';
-import type { StoredResponse } from '../interfaces/stored-response.interface.js';
+import { LOGS } from '../shared/messages/operator.messages.js';
+import type { StoredResponse } from '../shared/interfaces/stored-response.interface.js';
 import { identityOf } from './identity-body.js';
 import { canRecordReply, recordReply } from './reply.recorder.js';
 import { type RecorderHooks, recordResponse, type ResponseRecording } from './response.recorder.js';

@@ -1,8 +1,8 @@
 import type { ExecutionContext } from '@nestjs/common';
-import { IdempotencyException } from '../exceptions/idempotency.exception.js';
-import { MESSAGES } from '../messages/client.messages.js';
-import type { IdempotencyContext } from '../interfaces/idempotency-context.interface.js';
-import type { ResolvedRouteOptions } from '../interfaces/resolved-options.interface.js';
+import { IdempotencyException } from '../shared/exceptions/idempotency.exception.js';
+import { MESSAGES } from '../shared/messages/client.messages.js';
+import type { IdempotencyContext } from '../shared/interfaces/idempotency-context.interface.js';
+import type { ResolvedRouteOptions } from '../shared/interfaces/resolved-options.interface.js';
 import { type AnswerOptions, writeAnswer } from './answer.writer.js';
 import { hasUnreadBody, type HttpRequestLike, sentHeader } from './request.reader.js';
 

@@ -1,5 +1,5 @@
 import { brotliDecompressSync, gunzipSync, inflateSync } from 'node:zlib';
-import type { StoredResponse } from '../interfaces/stored-response.interface.js';
+import type { StoredResponse } from '../shared/interfaces/stored-response.interface.js';
 
 const DECODERS: Readonly<Record<string, (body: Buffer) => Buffer>> = {
   gzip: gunzipSync,

@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import type { StoredResponse } from '../interfaces/stored-response.interface.js';
+import type { StoredResponse } from '../shared/interfaces/stored-response.interface.js';
 import type { RecorderHooks, ResponseRecording } from './response.recorder.js';
 import { addHeaders, type HeaderSnapshot } from './stored-headers.js';
 

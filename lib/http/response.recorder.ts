@@ -1,5 +1,5 @@
 import { ServerResponse } from 'node:http';
-import type { StoredResponse } from '../interfaces/stored-response.interface.js';
+import type { StoredResponse } from '../shared/interfaces/stored-response.interface.js';
 import { addHeaders, type HeaderInput, type HeaderSnapshot } from './stored-headers.js';
 
 const EMPTY = Buffer.alloc(0);

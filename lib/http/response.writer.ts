@@ -1,5 +1,5 @@
 import { ServerResponse } from 'node:http';
-import type { StoredResponse } from '../interfaces/stored-response.interface.js';
+import type { StoredResponse } from '../shared/interfaces/stored-response.interface.js';
 import { isFastifyReply } from './response.adapter.js';
 
 const returnThis = function (this: unknown) {

@@ -1,4 +1,4 @@
-import type { StoredResponse } from '../interfaces/stored-response.interface.js';
+import type { StoredResponse } from '../shared/interfaces/stored-response.interface.js';
 import { type HeaderSnapshot, storableHeaders } from './stored-headers.js';
 
 const JSON_TYPE = 'application/json; charset=utf-8';

@@ -1,9 +1,9 @@
-import type { IdempotencyContext } from '../interfaces/idempotency-context.interface.js';
-import type { InboxRunOptions } from '../interfaces/inbox-options.interface.js';
-import { IdempotencyException } from '../exceptions/idempotency.exception.js';
-import { MESSAGES } from '../messages/client.messages.js';
-import { BodyTooDeepError, requestFingerprint } from '../utils/fingerprint.util.js';
-import { escapeScope, surfaceScope, UNSCOPED } from '../utils/key.util.js';
+import type { IdempotencyContext } from '../shared/interfaces/idempotency-context.interface.js';
+import type { InboxRunOptions } from '../shared/interfaces/inbox-options.interface.js';
+import { IdempotencyException } from '../shared/exceptions/idempotency.exception.js';
+import { MESSAGES } from '../shared/messages/client.messages.js';
+import { BodyTooDeepError, requestFingerprint } from '../shared/utils/fingerprint.util.js';
+import { escapeScope, surfaceScope, UNSCOPED } from '../shared/utils/key.util.js';
 
 /**
  * A message as the protocol reads it (see `IdempotencyInbox`): its id is the key, kept in the records

@@ -1,8 +1,8 @@
-import { IdempotencyException } from '../exceptions/idempotency.exception.js';
-import { MESSAGES } from '../messages/client.messages.js';
-import { LOGS } from '../messages/operator.messages.js';
-import type { IdempotencyErrorCode } from '../interfaces/idempotency-error.interface.js';
-import type { StoredResponse } from '../interfaces/stored-response.interface.js';
+import { IdempotencyException } from '../shared/exceptions/idempotency.exception.js';
+import { MESSAGES } from '../shared/messages/client.messages.js';
+import { LOGS } from '../shared/messages/operator.messages.js';
+import type { IdempotencyErrorCode } from '../shared/interfaces/idempotency-error.interface.js';
+import type { StoredResponse } from '../shared/interfaces/stored-response.interface.js';
 
 const VALUE_HEADERS = { 'content-type': 'application/json' };
 

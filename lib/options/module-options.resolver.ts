@@ -16,12 +16,12 @@ import {
   MAX_TIMER_MS,
   MAX_TTL_MS,
   REPLAYED_HEADER,
-} from '../idempotency.constants.js';
-import { CONFIG_ERRORS } from '../messages/config.messages.js';
-import { LOGS } from '../messages/operator.messages.js';
-import type { IdempotencyModuleOptions } from '../interfaces/idempotency-module-options.interface.js';
-import type { IdempotencyStore } from '../interfaces/idempotency-store.interface.js';
-import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
+} from '../shared/idempotency.constants.js';
+import { CONFIG_ERRORS } from '../shared/messages/config.messages.js';
+import { LOGS } from '../shared/messages/operator.messages.js';
+import type { IdempotencyModuleOptions } from '../shared/interfaces/idempotency-module-options.interface.js';
+import type { IdempotencyStore } from '../shared/interfaces/idempotency-store.interface.js';
+import type { ResolvedIdempotencyOptions } from '../shared/interfaces/resolved-options.interface.js';
 import {
   completerOption,
   booleanOption,

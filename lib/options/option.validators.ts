@@ -1,18 +1,18 @@
-import { CONFIG_ERRORS } from '../messages/config.messages.js';
-import { DEFAULT_COMPLETER, DEFAULT_PROBLEM_TYPE_BASE_URL, MAX_TIMER_MS } from '../idempotency.constants.js';
-import type { CompleterOptions } from '../interfaces/idempotency-module-options.interface.js';
-import type { IdempotencyEventsOption } from '../interfaces/idempotency-event.interface.js';
-import type { IdempotencyEncryption, ResolvedEncryption } from '../interfaces/idempotency-encryption.interface.js';
+import { CONFIG_ERRORS } from '../shared/messages/config.messages.js';
+import { DEFAULT_COMPLETER, DEFAULT_PROBLEM_TYPE_BASE_URL, MAX_TIMER_MS } from '../shared/idempotency.constants.js';
+import type { CompleterOptions } from '../shared/interfaces/idempotency-module-options.interface.js';
+import type { IdempotencyEventsOption } from '../shared/interfaces/idempotency-event.interface.js';
+import type { IdempotencyEncryption, ResolvedEncryption } from '../shared/interfaces/idempotency-encryption.interface.js';
 import type {
   ErrorFormat,
   FingerprintMode,
   InFlightPolicy,
   MissingHeaderPolicy,
   ReplayFlag,
-} from '../interfaces/idempotent-options.interface.js';
-import type { IdempotencyErrorBody } from '../interfaces/idempotency-error.interface.js';
-import type { IdempotencyTransactions } from '../interfaces/idempotency-transactions.interface.js';
-import type { IdempotencyIdentity } from '../interfaces/identity-resolver.interface.js';
+} from '../shared/interfaces/idempotent-options.interface.js';
+import type { IdempotencyErrorBody } from '../shared/interfaces/idempotency-error.interface.js';
+import type { IdempotencyTransactions } from '../shared/interfaces/idempotency-transactions.interface.js';
+import type { IdempotencyIdentity } from '../shared/interfaces/identity-resolver.interface.js';
 
 /** Keys of forRoot()/forRootAsync() themselves: they decide how the module is registered. */
 const REGISTRATION_KEYS = new Set(['isGlobal', 'imports', 'inject', 'useFactory', 'useClass', 'useExisting', 'extraProviders']);

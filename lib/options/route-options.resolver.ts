@@ -1,8 +1,8 @@
-import { DEFAULT_MAX_ATTEMPTS, MAX_TIMER_MS, MAX_TTL_MS } from '../idempotency.constants.js';
-import { CONFIG_ERRORS } from '../messages/config.messages.js';
-import type { IdempotentOptions } from '../interfaces/idempotent-options.interface.js';
-import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from '../interfaces/resolved-options.interface.js';
-import { CANONICAL_TAG, functionTag, RAW_TAG } from '../utils/fingerprint-tag.util.js';
+import { DEFAULT_MAX_ATTEMPTS, MAX_TIMER_MS, MAX_TTL_MS } from '../shared/idempotency.constants.js';
+import { CONFIG_ERRORS } from '../shared/messages/config.messages.js';
+import type { IdempotentOptions } from '../shared/interfaces/idempotent-options.interface.js';
+import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from '../shared/interfaces/resolved-options.interface.js';
+import { CANONICAL_TAG, functionTag, RAW_TAG } from '../shared/utils/fingerprint-tag.util.js';
 import {
   fail,
   fingerprintMode,

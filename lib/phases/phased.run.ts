@@ -1,16 +1,16 @@
 import { Logger } from '@nestjs/common';
 import { createHash } from 'node:crypto';
-import { IdempotencyException } from '../exceptions/idempotency.exception.js';
-import { LeaseLost } from '../exceptions/lease-lost.error.js';
-import { FINISHED } from '../idempotency.constants.js';
-import { MESSAGES } from '../messages/client.messages.js';
-import { FAILURES, LOGS } from '../messages/operator.messages.js';
-import type { ActiveClaim } from '../interfaces/active-claim.interface.js';
-import type { IdempotencyRecord, IdempotencyStore } from '../interfaces/idempotency-store.interface.js';
-import type { IdempotencyTransactions, SqlExecutor } from '../interfaces/idempotency-transactions.interface.js';
-import type { RecoveryPoint } from '../interfaces/recovery-point.interface.js';
-import type { StoredResponse } from '../interfaces/stored-response.interface.js';
-import { withTimeout } from '../utils/timeout.util.js';
+import { IdempotencyException } from '../shared/exceptions/idempotency.exception.js';
+import { LeaseLost } from '../shared/exceptions/lease-lost.error.js';
+import { FINISHED } from '../shared/idempotency.constants.js';
+import { MESSAGES } from '../shared/messages/client.messages.js';
+import { FAILURES, LOGS } from '../shared/messages/operator.messages.js';
+import type { ActiveClaim } from '../shared/interfaces/active-claim.interface.js';
+import type { IdempotencyRecord, IdempotencyStore } from '../shared/interfaces/idempotency-store.interface.js';
+import type { IdempotencyTransactions, SqlExecutor } from '../shared/interfaces/idempotency-transactions.interface.js';
+import type { RecoveryPoint } from '../shared/interfaces/recovery-point.interface.js';
+import type { StoredResponse } from '../shared/interfaces/stored-response.interface.js';
+import { withTimeout } from '../shared/utils/timeout.util.js';
 import { endsTheRun } from './phase-error.classifier.js';
 
 /** What a phased run commits through: the module's `transactions` port and a store with recovery points. */

@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { LOGS } from '../messages/operator.messages.js';
+import { LOGS } from '../shared/messages/operator.messages.js';
 import { InMemoryStore } from './memory/in-memory.store.js';
 import type { InMemoryStoreOptions } from './memory/in-memory-store.options.js';
 import { RedisStore } from './redis/redis.store.js';

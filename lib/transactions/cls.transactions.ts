@@ -1,5 +1,5 @@
-import { FAILURES } from '../messages/operator.messages.js';
-import type { IdempotencyTransactions, SqlExecutor } from '../interfaces/idempotency-transactions.interface.js';
+import { FAILURES } from '../shared/messages/operator.messages.js';
+import type { IdempotencyTransactions, SqlExecutor } from '../shared/interfaces/idempotency-transactions.interface.js';
 
 /**
  * The part of `TransactionHost` (`@nestjs-cls/transactional`) used here, so this package needs

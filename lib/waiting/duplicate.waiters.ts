@@ -1,9 +1,9 @@
 import { type BeforeApplicationShutdown, Inject, Injectable, Logger } from '@nestjs/common';
-import { IDEMPOTENCY_MODULE_OPTIONS } from '../idempotency.constants.js';
-import { LOGS } from '../messages/operator.messages.js';
-import type { ClaimOutcome } from '../interfaces/idempotency-store.interface.js';
-import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
-import { calledOrAt } from '../utils/timeout.util.js';
+import { IDEMPOTENCY_MODULE_OPTIONS } from '../shared/idempotency.constants.js';
+import { LOGS } from '../shared/messages/operator.messages.js';
+import type { ClaimOutcome } from '../shared/interfaces/idempotency-store.interface.js';
+import type { ResolvedIdempotencyOptions } from '../shared/interfaces/resolved-options.interface.js';
+import { calledOrAt } from '../shared/utils/timeout.util.js';
 import { KeyWaiter } from './key.waiter.js';
 
 /** How long past the last waiter's deadline a graceful shutdown waits for its final look at the store. */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import fc from 'fast-check';
 import { execFileSync } from 'node:child_process';
-import { requestFingerprint } from '../../lib/utils/fingerprint.util.js';
+import { requestFingerprint } from '../../lib/shared/utils/fingerprint.util.js';
 import { queryString, requestArbitrary, SEED } from '../support/arbitraries.js';
 import { built } from '../support/build.js';
 
@@ -10,7 +10,7 @@ built('dist');
 // Runs the built package (dist/, compiled on demand by test/support/build.ts) in another node process.
 function fingerprintsElsewhere(inputs: unknown[][]): string[] {
   const script = `
-    import { requestFingerprint } from './dist/utils/fingerprint.util.js';
+    import { requestFingerprint } from './dist/shared/utils/fingerprint.util.js';
     let input = '';
     process.stdin.on('data', (d) => (input += d)).on('end', () => {
       process.stdout.write(JSON.stringify(JSON.parse(input).map(([m, u, b]) => requestFingerprint(m, u, b, 'Pay.create'))));

@@ -14,14 +14,14 @@ const BLOCK = ['--import', './test/support/block-peers.mjs'];
  * transactions port takes the application's TransactionHost, so nothing names nestjs-cls at all.
  */
 const PEERS = [
-  { name: 'ioredis', loaders: ['stores/redis.store.js'] },
-  { name: 'pg', loaders: ['stores/postgres.pool.js'] },
-  { name: 'better-sqlite3', loaders: ['stores/sqlite.store.js'] },
+  { name: 'ioredis', loaders: ['stores/redis/redis.store.js'] },
+  { name: 'pg', loaders: ['stores/postgres/postgres.pool.js'] },
+  { name: 'better-sqlite3', loaders: ['stores/sqlite/sqlite.store.js'] },
   { name: 'nestjs-cls', loaders: [] },
   { name: '@nestjs-cls/transactional', loaders: [] },
   { name: 'typeorm', loaders: [] },
-  { name: '@nestjs/swagger', loaders: ['openapi/openapi.explorer.js'] },
-  { name: '@opentelemetry/api', loaders: ['events/telemetry.js'] },
+  { name: '@nestjs/swagger', loaders: ['ops/openapi/openapi.explorer.js'] },
+  { name: '@opentelemetry/api', loaders: ['ops/events/telemetry.js'] },
   // The health indicator returns Terminus's result shape: it never loads Terminus.
   { name: '@nestjs/terminus', loaders: [] },
 ];

@@ -3,7 +3,7 @@ import { Body, Controller, type INestApplication, Param, Post, Put } from '@nest
 import fc from 'fast-check';
 import request from 'supertest';
 import { IdempotencyModule, Idempotent, InMemoryStore } from '../../lib/index.js';
-import { escapeScope, storeKey, UNSCOPED } from '../../lib/utils/key.util.js';
+import { escapeScope, storeKey, UNSCOPED } from '../../lib/shared/utils/key.util.js';
 import { ADAPTERS, listen, startApp } from '../support/app.js';
 import { rawRequest } from '../support/raw-http.js';
 import { anyChar, type GeneratedRequest, type Pair, queryString, requestArbitrary, SEED } from '../support/arbitraries.js';

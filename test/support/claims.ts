@@ -1,6 +1,6 @@
-import type { ActiveClaim } from '../../lib/interfaces/active-claim.interface.js';
-import type { ResolvedRouteOptions } from '../../lib/interfaces/resolved-options.interface.js';
-import { CANONICAL_TAG, functionTag, RAW_TAG } from '../../lib/utils/fingerprint-tag.util.js';
+import type { ActiveClaim } from '../../lib/shared/interfaces/active-claim.interface.js';
+import type { ResolvedRouteOptions } from '../../lib/shared/interfaces/resolved-options.interface.js';
+import { CANONICAL_TAG, functionTag, RAW_TAG } from '../../lib/shared/utils/fingerprint-tag.util.js';
 
 /** A claim as the protocol hands it out, for tests of what is done with one (commit, renewal). */
 export function activeClaim(over: Partial<ActiveClaim> = {}): ActiveClaim {

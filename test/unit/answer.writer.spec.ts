@@ -1,8 +1,8 @@
 import { describe, expect, it } from '@jest/globals';
-import { IdempotentReplay } from '../../lib/exceptions/idempotent-replay.exception.js';
-import { errorResponse } from '../../lib/exceptions/error.response.js';
+import { IdempotentReplay } from '../../lib/shared/exceptions/idempotent-replay.exception.js';
+import { errorResponse } from '../../lib/shared/exceptions/error.response.js';
 import { type AnswerOptions, writeAnswer } from '../../lib/http/answer.writer.js';
-import { PROBLEM_TITLES } from '../../lib/messages/client.messages.js';
+import { PROBLEM_TITLES } from '../../lib/shared/messages/client.messages.js';
 import { IDEMPOTENCY_CORS_HEADERS, IdempotencyException, type StoredResponse } from '../../lib/index.js';
 import type { IdempotencyErrorInfo } from '../../lib/index.js';
 import { FakeResponse } from '../support/fake-response.js';

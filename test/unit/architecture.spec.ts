@@ -3,48 +3,94 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize, relative } from 'node:path';
 
 // The folder rules of docs/architecture.md, checked on every import in lib/.
+/** What every store may import besides its own folder. */
+const STORE = [
+  'stores/shared',
+  'shared/interfaces',
+  'options',
+  'shared/utils',
+  'shared/idempotency.constants.ts',
+  'shared/messages',
+];
+
 const ALLOWED: Readonly<Record<string, readonly string[]>> = {
-  interfaces: ['interfaces'],
+  'shared/interfaces': ['shared/interfaces'],
   // Every sentence a client, an operator or a developer reads: text, knowing nothing but the error codes.
-  messages: ['messages', 'interfaces'],
-  utils: ['utils', 'messages'],
-  http: ['http', 'interfaces', 'exceptions', 'messages'],
-  options: ['options', 'interfaces', 'utils', 'idempotency.constants.ts', 'messages'],
-  stores: ['stores', 'interfaces', 'options', 'utils', 'idempotency.constants.ts', 'messages'],
-  exceptions: ['exceptions', 'interfaces', 'idempotency.constants.ts', 'messages'],
-  transactions: ['transactions', 'interfaces', 'messages'],
+  'shared/messages': ['shared/messages', 'shared/interfaces'],
+  'shared/utils': ['shared/utils', 'shared/messages'],
+  'shared/exceptions': ['shared/exceptions', 'shared/interfaces', 'shared/idempotency.constants.ts', 'shared/messages'],
+  'shared/idempotency.constants.ts': [],
+  http: ['http', 'shared/interfaces', 'shared/exceptions', 'shared/messages'],
+  options: ['options', 'shared/interfaces', 'shared/utils', 'shared/idempotency.constants.ts', 'shared/messages'],
+  // A store knows its own folder, what the stores share, and the shared types; never another store.
+  'stores/memory': [...STORE, 'stores/memory'],
+  'stores/redis': [...STORE, 'stores/redis'],
+  'stores/postgres': [...STORE, 'stores/postgres'],
+  'stores/sqlite': [...STORE, 'stores/sqlite'],
+  'stores/shared': STORE,
+  transactions: ['transactions', 'shared/interfaces', 'shared/messages'],
   // A message as the protocol reads it: a context, like http/, but knowing no HTTP.
-  inbox: ['interfaces', 'utils', 'exceptions', 'messages'],
+  inbox: ['shared/interfaces', 'shared/utils', 'shared/exceptions', 'shared/messages'],
   // A GraphQL mutation as the protocol reads it: a context too; its output stored and replayed through the schema.
-  graphql: ['graphql', 'interfaces', 'utils', 'messages'],
-  openapi: [
-    'openapi',
-    'interfaces',
-    'exceptions',
-    'idempotency.constants.ts',
-    'messages',
+  graphql: ['graphql', 'shared/interfaces', 'shared/utils', 'shared/messages'],
+  'ops/openapi': [
+    'ops/openapi',
+    'shared/interfaces',
+    'shared/exceptions',
+    'shared/idempotency.constants.ts',
+    'shared/messages',
     'route-options.registry.ts',
     'idempotent-handlers.finder.ts',
-    'utils',
+    'shared/utils',
   ],
-  encryption: ['interfaces', 'stores', 'idempotency.constants.ts', 'messages'],
-  health: ['interfaces', 'utils', 'idempotency.constants.ts', 'messages', 'route-options.registry.ts'],
-  events: ['events', 'interfaces', 'exceptions', 'utils', 'idempotency.constants.ts', 'messages'],
+  'ops/encryption': ['shared/interfaces', 'stores/shared', 'shared/idempotency.constants.ts', 'shared/messages'],
+  'ops/health': [
+    'shared/interfaces',
+    'shared/utils',
+    'shared/idempotency.constants.ts',
+    'shared/messages',
+    'route-options.registry.ts',
+  ],
+  'ops/events': [
+    'ops/events',
+    'shared/interfaces',
+    'shared/exceptions',
+    'shared/utils',
+    'shared/idempotency.constants.ts',
+    'shared/messages',
+  ],
+  // The admin opens a sealed record to show it.
+  'ops/admin': [
+    'ops/admin',
+    'ops/encryption',
+    'shared/interfaces',
+    'shared/exceptions',
+    'shared/utils',
+    'shared/idempotency.constants.ts',
+    'shared/messages',
+  ],
   decorators: [
-    'idempotency.constants.ts',
-    'messages',
-    'interfaces',
+    'shared/idempotency.constants.ts',
+    'shared/messages',
+    'shared/interfaces',
     'http',
     'idempotency.interceptor.ts',
     'idempotency.filter.ts',
     'phases',
   ],
   // Recovery points: a run of atomic phases as the protocol drives it, knowing no HTTP.
-  phases: ['phases', 'interfaces', 'exceptions', 'utils', 'idempotency.constants.ts', 'messages'],
+  phases: [
+    'phases',
+    'shared/interfaces',
+    'shared/exceptions',
+    'shared/utils',
+    'shared/idempotency.constants.ts',
+    'shared/messages',
+  ],
   // Duplicates that wait for a key in flight: the protocol's, knowing neither HTTP nor a store.
-  waiting: ['waiting', 'interfaces', 'utils', 'idempotency.constants.ts', 'messages'],
+  waiting: ['waiting', 'shared/interfaces', 'shared/utils', 'shared/idempotency.constants.ts', 'shared/messages'],
   // The second public entry (nestjs-idempotency/testing): only the public types, never the module.
-  testing: ['testing', 'interfaces'],
+  testing: ['testing', 'shared/interfaces'],
 };
 
 function files(dir: string): string[] {
@@ -61,8 +107,15 @@ function imports(file: string): string[] {
   );
 }
 
-/** What a lib/ path belongs to: its folder, or the file itself at the top level. */
-const home = (path: string): string => (path.includes('/') ? path.split('/')[0] : path);
+/** Folders of folders: a path inside one belongs to its second segment (`stores/redis`, `shared/utils`). */
+const GROUPS = new Set(['shared', 'ops', 'stores']);
+
+/** What a lib/ path belongs to: its folder (two segments inside a group), or the file itself at the top level. */
+const home = (path: string): string => {
+  const parts = path.split('/');
+  if (parts.length === 1) return path;
+  return GROUPS.has(parts[0]) ? parts.slice(0, 2).join('/') : parts[0];
+};
 
 describe('lib/ architecture (docs/architecture.md)', () => {
   const all = files('lib');
@@ -116,7 +169,9 @@ describe('lib/ architecture (docs/architecture.md)', () => {
       'message.runner.ts',
       'message.acknowledger.ts',
       'message-key.reader.ts',
-      ...all.map((f) => relative('lib', f)).filter((f) => /^(events|exceptions|interfaces|inbox|waiting|phases)\//.test(f)),
+      ...all
+        .map((f) => relative('lib', f))
+        .filter((f) => /^(ops\/events|shared\/exceptions|shared\/interfaces|inbox|waiting|phases)\//.test(f)),
     ];
     expect(protocol.filter((f) => all.includes(join('lib', f)))).toHaveLength(protocol.length);
     const broken = protocol.flatMap((f) =>

@@ -7,7 +7,7 @@ import {
   type IdempotencyEvent,
   type IdempotencyStore,
 } from '../../lib/index.js';
-import { IdempotentReplay } from '../../lib/exceptions/idempotent-replay.exception.js';
+import { IdempotentReplay } from '../../lib/shared/exceptions/idempotent-replay.exception.js';
 import { resolveModuleOptions } from '../../lib/options/module-options.resolver.js';
 import { DuplicateWaiters } from '../../lib/waiting/duplicate.waiters.js';
 import { KeyWaiter } from '../../lib/waiting/key.waiter.js';

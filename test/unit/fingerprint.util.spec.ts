@@ -7,8 +7,8 @@ import {
   canonicalQuery,
   requestFingerprint,
   sortedForStringify,
-} from '../../lib/utils/fingerprint.util.js';
-import { CANONICAL_TAG, RAW_TAG, tagged, tagOf } from '../../lib/utils/fingerprint-tag.util.js';
+} from '../../lib/shared/utils/fingerprint.util.js';
+import { CANONICAL_TAG, RAW_TAG, tagged, tagOf } from '../../lib/shared/utils/fingerprint-tag.util.js';
 import { SEED } from '../support/arbitraries.js';
 
 describe('canonical query', () => {

@@ -1,8 +1,8 @@
 import { describe, expect, it } from '@jest/globals';
 import { readFileSync } from 'node:fs';
-import { IDEMPOTENCY_ERRORS } from '../../lib/exceptions/idempotency-errors.table.js';
+import { IDEMPOTENCY_ERRORS } from '../../lib/shared/exceptions/idempotency-errors.table.js';
 import { IdempotencyException } from '../../lib/index.js';
-import { PROBLEM_TITLES } from '../../lib/messages/client.messages.js';
+import { PROBLEM_TITLES } from '../../lib/shared/messages/client.messages.js';
 
 /** The rows of docs/standards.md's table of error codes: code, status, Retry-After, title. */
 function documented(): string[][] {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { ResponseSealer } from '../../lib/encryption/response.sealer.js';
+import { ResponseSealer } from '../../lib/ops/encryption/response.sealer.js';
 import { IdempotencyAdmin, type IdempotencyModuleOptions, type IdempotencyStore, InMemoryStore } from '../../lib/index.js';
 import { resolveModuleOptions } from '../../lib/options/module-options.resolver.js';
 

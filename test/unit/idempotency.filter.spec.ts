@@ -4,7 +4,7 @@ import { lastValueFrom, type Observable } from 'rxjs';
 import { IdempotencyException, InMemoryStore, type StoredResponse } from '../../lib/index.js';
 import { resolveModuleOptions } from '../../lib/options/module-options.resolver.js';
 import { IdempotencyExceptionFilter } from '../../lib/idempotency.filter.js';
-import { IdempotentReplay } from '../../lib/exceptions/idempotent-replay.exception.js';
+import { IdempotentReplay } from '../../lib/shared/exceptions/idempotent-replay.exception.js';
 import { httpContext } from '../support/contexts.js';
 import { FakeResponse } from '../support/fake-response.js';
 

@@ -4,7 +4,7 @@ import { Test } from '@nestjs/testing';
 import { IdempotencyKey, IdempotencyModule, Idempotent, InMemoryStore } from '../../lib/index.js';
 import { IdempotencyExceptionFilter } from '../../lib/idempotency.filter.js';
 import { IdempotencyInterceptor } from '../../lib/idempotency.interceptor.js';
-import { IDEMPOTENCY_MODULE_OPTIONS, IDEMPOTENT_ROUTE_METADATA } from '../../lib/idempotency.constants.js';
+import { IDEMPOTENCY_MODULE_OPTIONS, IDEMPOTENT_ROUTE_METADATA } from '../../lib/shared/idempotency.constants.js';
 import { rememberKey } from '../../lib/http/request-key.store.js';
 import type { ResolvedIdempotencyOptions } from '../../lib/index.js';
 import { IdempotencyService } from '../../lib/idempotency.service.js';

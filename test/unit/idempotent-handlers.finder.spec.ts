@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { IDEMPOTENCY_MODULE_OPTIONS } from '../../lib/idempotency.constants.js';
+import { IDEMPOTENCY_MODULE_OPTIONS } from '../../lib/shared/idempotency.constants.js';
 import { type HostModule, registrationOf, servedBy } from '../../lib/idempotent-handlers.finder.js';
 
 let ids = 0;

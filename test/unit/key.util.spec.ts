@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import fc from 'fast-check';
 import { parseItem, serializeItem } from 'structured-headers';
-import { storeKey, decodeKey, escapeScope, keyViolation, UNSCOPED } from '../../lib/utils/key.util.js';
+import { storeKey, decodeKey, escapeScope, keyViolation, UNSCOPED } from '../../lib/shared/utils/key.util.js';
 import { SEED } from '../support/arbitraries.js';
 
 describe('key decoding (Structured Field String, RFC 9651 §3.3.3)', () => {

@@ -4,8 +4,8 @@ import { ExecutionContextHost } from '@nestjs/core/helpers/execution-context-hos
 import { EventPattern, MessagePattern, RpcException } from '@nestjs/microservices';
 import { from, lastValueFrom, type Observable, of, throwError } from 'rxjs';
 import { IdempotencyException, Idempotent, InMemoryStore } from '../../lib/index.js';
-import { ATTEMPT_COUNTS } from '../../lib/idempotency.constants.js';
-import type { ResolvedRouteOptions } from '../../lib/interfaces/resolved-options.interface.js';
+import { ATTEMPT_COUNTS } from '../../lib/shared/idempotency.constants.js';
+import type { ResolvedRouteOptions } from '../../lib/shared/interfaces/resolved-options.interface.js';
 import { MessageAcknowledger } from '../../lib/message.acknowledger.js';
 import { spyOnLogger } from '../support/logger.js';
 import { createProtocol, destroyProtocolsAfterEach } from '../support/protocol.js';

@@ -4,7 +4,7 @@ import { ExecutionContextHost } from '@nestjs/core/helpers/execution-context-hos
 import { EventPattern, MessagePattern, RpcException } from '@nestjs/microservices';
 import { EMPTY, from, lastValueFrom, type Observable, of, throwError, toArray } from 'rxjs';
 import { IdempotencyException, Idempotent, InMemoryStore } from '../../lib/index.js';
-import { surfaceScope } from '../../lib/utils/key.util.js';
+import { surfaceScope } from '../../lib/shared/utils/key.util.js';
 import { spyOnLogger } from '../support/logger.js';
 import { createProtocol, destroyProtocolsAfterEach } from '../support/protocol.js';
 import { until } from '../support/timing.js';

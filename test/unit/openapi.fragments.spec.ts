@@ -1,8 +1,8 @@
 import { describe, expect, it } from '@jest/globals';
-import { displayName, duration, routeDoc } from '../../lib/openapi/openapi.fragments.js';
+import { displayName, duration, routeDoc } from '../../lib/ops/openapi/openapi.fragments.js';
 import { resolvedRoute } from '../support/claims.js';
 import { createProtocol } from '../support/protocol.js';
-import type { ResolvedRouteOptions } from '../../lib/interfaces/resolved-options.interface.js';
+import type { ResolvedRouteOptions } from '../../lib/shared/interfaces/resolved-options.interface.js';
 
 const route = (over: Partial<ResolvedRouteOptions> = {}) => resolvedRoute({ ttlMs: 86_400_000, ...over });
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { importOptional } from '../../lib/utils/optional-peer.util.js';
+import { importOptional } from '../../lib/shared/utils/optional-peer.util.js';
 
 const notFound = (name: string) =>
   Object.assign(new Error(`Cannot find package '${name}' imported from x`), { code: 'ERR_MODULE_NOT_FOUND' });

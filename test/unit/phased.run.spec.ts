@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { BadRequestException, HttpException, ServiceUnavailableException } from '@nestjs/common';
-import { LeaseLost } from '../../lib/exceptions/lease-lost.error.js';
-import { FINISHED } from '../../lib/idempotency.constants.js';
+import { LeaseLost } from '../../lib/shared/exceptions/lease-lost.error.js';
+import { FINISHED } from '../../lib/shared/idempotency.constants.js';
 import type { IdempotencyStore, PhaseAdvance, SqlExecutor, StoredResponse } from '../../lib/index.js';
 import { endsTheRun } from '../../lib/phases/phase-error.classifier.js';
 import { PhasedRun } from '../../lib/phases/phased.run.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { Body } from '@nestjs/common';
 import { IdempotencyKey, Idempotent } from '../../lib/index.js';
-import { IDEMPOTENT_ROUTE_METADATA } from '../../lib/idempotency.constants.js';
+import { IDEMPOTENT_ROUTE_METADATA } from '../../lib/shared/idempotency.constants.js';
 import { createProtocol as setup } from '../support/protocol.js';
 
 describe('RouteOptionsRegistry', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it, jest } from '@jest/globals';
-import { calledOrAt, withTimeout } from '../../lib/utils/timeout.util.js';
+import { calledOrAt, withTimeout } from '../../lib/shared/utils/timeout.util.js';
 
 describe('withTimeout', () => {
   it('answers with the work when it settles first, and clears its timer', async () => {

@@ -1,4 +1,4 @@
-import { CONFIG_ERRORS } from '../../messages/config.messages.js';
+import { CONFIG_ERRORS } from '../../shared/messages/config.messages.js';
 import type { CacheSetOptions, InMemoryStoreOptions } from './in-memory-store.options.js';
 
 // Eviction takes queues in this order: plain before guaranteed, and within each, entries never read

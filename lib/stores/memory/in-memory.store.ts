@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { LOGS, FAILURES } from '../../messages/operator.messages.js';
+import { LOGS, FAILURES } from '../../shared/messages/operator.messages.js';
 import type {
   ClaimOutcome,
   IdempotencyClaim,
@@ -8,7 +8,7 @@ import type {
   HeldEntry,
   OwnedKey,
   PeekedEntry,
-} from '../../interfaces/idempotency-store.interface.js';
+} from '../../shared/interfaces/idempotency-store.interface.js';
 import { BoundedLru, type Entry, GUARANTEED, PINNED, PLAIN_KIND, READ } from './bounded-lru.js';
 import type { InMemoryStoreOptions } from './in-memory-store.options.js';
 import { encodeRecord, readRecord } from '../shared/store-value.codec.js';

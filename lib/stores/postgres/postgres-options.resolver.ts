@@ -1,5 +1,5 @@
-import { MAX_TIMER_MS } from '../../idempotency.constants.js';
-import { CONFIG_ERRORS } from '../../messages/config.messages.js';
+import { MAX_TIMER_MS } from '../../shared/idempotency.constants.js';
+import { CONFIG_ERRORS } from '../../shared/messages/config.messages.js';
 import { booleanOption, fail, integerIn, refuseUnknownKeys, sqlIdentifier } from '../../options/option.validators.js';
 import {
   DEFAULT_POOL_SIZE,

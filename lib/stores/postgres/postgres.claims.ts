@@ -1,6 +1,6 @@
-import { FAILURES } from '../../messages/operator.messages.js';
-import type { ClaimOutcome, IdempotencyClaim } from '../../interfaces/idempotency-store.interface.js';
-import type { SqlExecutor } from '../../interfaces/idempotency-transactions.interface.js';
+import { FAILURES } from '../../shared/messages/operator.messages.js';
+import type { ClaimOutcome, IdempotencyClaim } from '../../shared/interfaces/idempotency-store.interface.js';
+import type { SqlExecutor } from '../../shared/interfaces/idempotency-transactions.interface.js';
 import { LaneBatch } from '../shared/lane.batch.js';
 import { readRecordParts } from './postgres.large-records.js';
 import { INLINE_RECORD_BYTES } from './postgres.schema.js';

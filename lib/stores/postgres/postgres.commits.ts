@@ -1,4 +1,4 @@
-import type { SqlExecutor } from '../../interfaces/idempotency-transactions.interface.js';
+import type { SqlExecutor } from '../../shared/interfaces/idempotency-transactions.interface.js';
 import { LaneBatch } from '../shared/lane.batch.js';
 import type { AdmittedSend } from './postgres.claims.js';
 import type { Completion, PostgresCompletions } from './postgres.completions.js';

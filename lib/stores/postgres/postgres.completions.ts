@@ -1,7 +1,7 @@
-import { FINISHED } from '../../idempotency.constants.js';
-import type { AbandonedRun, PhaseAdvance, RecoveryPoint } from '../../interfaces/recovery-point.interface.js';
-import type { OwnedKey } from '../../interfaces/idempotency-store.interface.js';
-import type { SqlExecutor } from '../../interfaces/idempotency-transactions.interface.js';
+import { FINISHED } from '../../shared/idempotency.constants.js';
+import type { AbandonedRun, PhaseAdvance, RecoveryPoint } from '../../shared/interfaces/recovery-point.interface.js';
+import type { OwnedKey } from '../../shared/interfaces/idempotency-store.interface.js';
+import type { SqlExecutor } from '../../shared/interfaces/idempotency-transactions.interface.js';
 import { jsonbSafe } from './postgres.jsonb.js';
 
 /** What a recovery point's row is read as. */

@@ -1,4 +1,4 @@
-import type { SqlExecutor } from '../../interfaces/idempotency-transactions.interface.js';
+import type { SqlExecutor } from '../../shared/interfaces/idempotency-transactions.interface.js';
 import type { PostgresPoolLike } from './postgres-store.options.js';
 import { INLINE_RECORD_BYTES } from './postgres.schema.js';
 

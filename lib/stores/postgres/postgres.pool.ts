@@ -1,5 +1,5 @@
 import type { Logger } from '@nestjs/common';
-import { LOGS } from '../../messages/operator.messages.js';
+import { LOGS } from '../../shared/messages/operator.messages.js';
 import type { PostgresPoolLike } from './postgres-store.options.js';
 
 /** The pool a `PostgresStore` given a connection string creates, owns and closes. */

@@ -1,6 +1,6 @@
 import type { Logger } from '@nestjs/common';
-import type { StoreNeeds } from '../../interfaces/idempotency-store.interface.js';
-import { FAILURES, LOGS } from '../../messages/operator.messages.js';
+import type { StoreNeeds } from '../../shared/interfaces/idempotency-store.interface.js';
+import { FAILURES, LOGS } from '../../shared/messages/operator.messages.js';
 import type { PostgresPoolLike } from './postgres-store.options.js';
 import { CLAIM_SUFFIX, derivedName, type PostgresNames } from './postgres.schema.js';
 import {

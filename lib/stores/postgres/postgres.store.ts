@@ -7,9 +7,9 @@ import type {
   OwnedKey,
   PeekedEntry,
   StoreNeeds,
-} from '../../interfaces/idempotency-store.interface.js';
-import type { SqlExecutor } from '../../interfaces/idempotency-transactions.interface.js';
-import type { AbandonedRun, PhaseAdvance, RecoveryPoint } from '../../interfaces/recovery-point.interface.js';
+} from '../../shared/interfaces/idempotency-store.interface.js';
+import type { SqlExecutor } from '../../shared/interfaces/idempotency-transactions.interface.js';
+import type { AbandonedRun, PhaseAdvance, RecoveryPoint } from '../../shared/interfaces/recovery-point.interface.js';
 import {
   DEFAULT_POOL_SIZE,
   type PostgresPoolLike,

@@ -1,4 +1,4 @@
-import { FAILURES } from '../../messages/operator.messages.js';
+import { FAILURES } from '../../shared/messages/operator.messages.js';
 import type { PostgresPoolLike } from './postgres-store.options.js';
 import { EXACT_COLUMNS, PHASES_COLUMNS, PHASES_SUFFIX, phasesExactSql, phasesSchemaSql } from './postgres.phases-schema.js';
 import { CLAIM_SUFFIX, claimReadsFirstSql, derivedName, postgresSchemaSql, type PostgresNames } from './postgres.schema.js';

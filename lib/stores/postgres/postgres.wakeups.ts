@@ -1,5 +1,5 @@
 import type { Logger } from '@nestjs/common';
-import { LOGS } from '../../messages/operator.messages.js';
+import { LOGS } from '../../shared/messages/operator.messages.js';
 import type { PostgresStoreOptions } from './postgres-store.options.js';
 import { loadPg } from './postgres.pool.js';
 

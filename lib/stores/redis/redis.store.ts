@@ -2,7 +2,7 @@ import { Logger } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import type { Writable } from 'node:stream';
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { LOGS, FAILURES } from '../../messages/operator.messages.js';
+import { LOGS, FAILURES } from '../../shared/messages/operator.messages.js';
 import type {
   ClaimOutcome,
   IdempotencyClaim,
@@ -10,7 +10,7 @@ import type {
   IdempotencyStore,
   OwnedKey,
   PeekedEntry,
-} from '../../interfaces/idempotency-store.interface.js';
+} from '../../shared/interfaces/idempotency-store.interface.js';
 import { decodeEntry, encodeClaim, encodeRecord, ownerPrefix } from '../shared/store-value.codec.js';
 import type { RedisCacheOptions } from './redis-cache.options.js';
 import { resolveRedisOptions } from './redis-options.resolver.js';
@@ -24,7 +24,7 @@ import {
   SCRIPTS,
   type ScriptedClient,
 } from './redis.scripts.js';
-import { withTimeout } from '../../utils/timeout.util.js';
+import { withTimeout } from '../../shared/utils/timeout.util.js';
 import { RedisWakeups } from './redis.wakeups.js';
 import { TurnBatch } from '../shared/turn.batch.js';
 

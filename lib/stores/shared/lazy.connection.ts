@@ -1,4 +1,4 @@
-import { FAILURES } from '../../messages/operator.messages.js';
+import { FAILURES } from '../../shared/messages/operator.messages.js';
 
 /**
  * A connection (a pool, an open database) made on first use and shared by every caller. A failed

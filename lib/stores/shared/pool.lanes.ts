@@ -1,4 +1,4 @@
-import { FAILURES } from '../../messages/operator.messages.js';
+import { FAILURES } from '../../shared/messages/operator.messages.js';
 
 /**
  * Which lane a statement waits in. `RENEWAL` is the urgent lane's front: the one statement that

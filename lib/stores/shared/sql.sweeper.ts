@@ -1,5 +1,5 @@
 import type { Logger } from '@nestjs/common';
-import { LOGS } from '../../messages/operator.messages.js';
+import { LOGS } from '../../shared/messages/operator.messages.js';
 
 /**
  * Runs a store's sweep every `intervalMs`, give or take a quarter (so pods started together drift

@@ -1,6 +1,6 @@
-import type { ClaimOutcome, HeldEntry, IdempotencyRecord } from '../../interfaces/idempotency-store.interface.js';
-import type { StoredResponse } from '../../interfaces/stored-response.interface.js';
-import { FAILURES } from '../../messages/operator.messages.js';
+import type { ClaimOutcome, HeldEntry, IdempotencyRecord } from '../../shared/interfaces/idempotency-store.interface.js';
+import type { StoredResponse } from '../../shared/interfaces/stored-response.interface.js';
+import { FAILURES } from '../../shared/messages/operator.messages.js';
 
 const CLAIM_TAG = 0x43; // 'C'
 const RECORD_TAG = 0x52; // 'R'

@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
-import { MAX_TIMER_MS } from '../../idempotency.constants.js';
-import { CONFIG_ERRORS } from '../../messages/config.messages.js';
+import { MAX_TIMER_MS } from '../../shared/idempotency.constants.js';
+import { CONFIG_ERRORS } from '../../shared/messages/config.messages.js';
 import type {
   ClaimOutcome,
   IdempotencyClaim,
@@ -8,7 +8,7 @@ import type {
   IdempotencyStore,
   OwnedKey,
   PeekedEntry,
-} from '../../interfaces/idempotency-store.interface.js';
+} from '../../shared/interfaces/idempotency-store.interface.js';
 import { fail, integerIn, refuseUnknownKeys, sqlIdentifier } from '../../options/option.validators.js';
 import { DEFAULT_SWEEP_INTERVAL_MS, DEFAULT_TABLE_NAME, SWEEP_BATCH, SWEEP_BATCHES } from '../shared/sql-store.options.js';
 import { LazyConnection } from '../shared/lazy.connection.js';

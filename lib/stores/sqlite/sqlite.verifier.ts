@@ -1,4 +1,4 @@
-import { FAILURES } from '../../messages/operator.messages.js';
+import { FAILURES } from '../../shared/messages/operator.messages.js';
 import type { SqliteDatabaseLike } from './sqlite-store.options.js';
 
 /** The columns (and declared types) the store reads and writes. */

@@ -3,16 +3,16 @@ import { ModuleRef } from '@nestjs/core';
 import { AsyncResource } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { IDEMPOTENCY_MODULE_OPTIONS } from '../idempotency.constants.js';
-import { LOGS } from '../messages/operator.messages.js';
-import type { IdempotencyErrorCode } from '../interfaces/idempotency-error.interface.js';
+import { IDEMPOTENCY_MODULE_OPTIONS } from '../../shared/idempotency.constants.js';
+import { LOGS } from '../../shared/messages/operator.messages.js';
+import type { IdempotencyErrorCode } from '../../shared/interfaces/idempotency-error.interface.js';
 import type {
   IdempotencyEvent,
   IdempotencyEventListener,
   IdempotencyOutcome,
-} from '../interfaces/idempotency-event.interface.js';
-import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
-import { instanceFromContainer } from '../utils/container.util.js';
+} from '../../shared/interfaces/idempotency-event.interface.js';
+import type { ResolvedIdempotencyOptions } from '../../shared/interfaces/resolved-options.interface.js';
+import { instanceFromContainer } from '../../shared/utils/container.util.js';
 import { loadOpenTelemetry, type StoreOperation, Telemetry } from './telemetry.js';
 
 type Listener = (event: IdempotencyEvent) => unknown;

@@ -1,7 +1,7 @@
-import { IdempotencyException } from '../exceptions/idempotency.exception.js';
-import { errorResponse } from '../exceptions/error.response.js';
-import { MESSAGES, OPENAPI } from '../messages/client.messages.js';
-import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from '../interfaces/resolved-options.interface.js';
+import { IdempotencyException } from '../../shared/exceptions/idempotency.exception.js';
+import { errorResponse } from '../../shared/exceptions/error.response.js';
+import { MESSAGES, OPENAPI } from '../../shared/messages/client.messages.js';
+import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from '../../shared/interfaces/resolved-options.interface.js';
 
 /** An OpenAPI 3 header object, as a response lists it. */
 export interface HeaderDoc {

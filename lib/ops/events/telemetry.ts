@@ -1,5 +1,5 @@
-import type { IdempotencyOutcome } from '../interfaces/idempotency-event.interface.js';
-import { importOptional } from '../utils/optional-peer.util.js';
+import type { IdempotencyOutcome } from '../../shared/interfaces/idempotency-event.interface.js';
+import { importOptional } from '../../shared/utils/optional-peer.util.js';
 
 /** The parts of `@opentelemetry/api` 1.x used here, typed here: its types must not leak into this package's. */
 export interface OpenTelemetryApi {

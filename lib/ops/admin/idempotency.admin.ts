@@ -1,15 +1,15 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { ResponseSealer, UnsealableRecord } from './encryption/response.sealer.js';
-import { IDEMPOTENCY_MODULE_OPTIONS } from './idempotency.constants.js';
-import { CONFIG_ERRORS } from './messages/config.messages.js';
+import { ResponseSealer, UnsealableRecord } from '../encryption/response.sealer.js';
+import { IDEMPOTENCY_MODULE_OPTIONS } from '../../shared/idempotency.constants.js';
+import { CONFIG_ERRORS } from '../../shared/messages/config.messages.js';
 import type {
   IdempotencyInspectOptions,
   IdempotencyKeyInfo,
   IdempotencyKeyTarget,
-} from './interfaces/idempotency-key-info.interface.js';
-import type { IdempotencyStore } from './interfaces/idempotency-store.interface.js';
-import type { ResolvedIdempotencyOptions } from './interfaces/resolved-options.interface.js';
-import { storeKey, escapeScope, type Surface, surfaceScope, UNSCOPED } from './utils/key.util.js';
+} from '../../shared/interfaces/idempotency-key-info.interface.js';
+import type { IdempotencyStore } from '../../shared/interfaces/idempotency-store.interface.js';
+import type { ResolvedIdempotencyOptions } from '../../shared/interfaces/resolved-options.interface.js';
+import { storeKey, escapeScope, type Surface, surfaceScope, UNSCOPED } from '../../shared/utils/key.util.js';
 
 /** The target options naming a handler's own records, and the surface each is on. */
 const OWNERS: readonly (readonly ['consumer' | 'messageHandler' | 'mutation', Surface])[] = [

@@ -1,9 +1,9 @@
 import { Injectable } from '@nestjs/common';
-import { IdempotencyException } from '../exceptions/idempotency.exception.js';
-import { IdempotentReplay } from '../exceptions/idempotent-replay.exception.js';
-import type { ActiveClaim } from '../interfaces/active-claim.interface.js';
-import type { IdempotencyErrorCode } from '../interfaces/idempotency-error.interface.js';
-import type { IdempotencyOutcome } from '../interfaces/idempotency-event.interface.js';
+import { IdempotencyException } from '../../shared/exceptions/idempotency.exception.js';
+import { IdempotentReplay } from '../../shared/exceptions/idempotent-replay.exception.js';
+import type { ActiveClaim } from '../../shared/interfaces/active-claim.interface.js';
+import type { IdempotencyErrorCode } from '../../shared/interfaces/idempotency-error.interface.js';
+import type { IdempotencyOutcome } from '../../shared/interfaces/idempotency-event.interface.js';
 import { IdempotencyObserver, type OutcomeFacts } from './idempotency.observer.js';
 
 /** The outcome of the module's own answers but rejections (400, 415, 500). */
