@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { type IdempotencyRecord, InMemoryStore } from '../lib/index.js';
-import { requestFingerprint } from '../lib/utils/fingerprint.util.js';
-import { storeKey, UNSCOPED } from '../lib/utils/key.util.js';
+import { requestFingerprint } from '../lib/shared/utils/fingerprint.util.js';
+import { storeKey, UNSCOPED } from '../lib/shared/utils/key.util.js';
 
 /** Median of a few timed repetitions of `fn`, in ns per call. */
 function timeIt(fn: () => void, calls: number, reps = 7): number {

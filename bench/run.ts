@@ -5,7 +5,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { createServer } from 'node:net';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { requestFingerprint } from '../lib/utils/fingerprint.util.js';
+import { requestFingerprint } from '../lib/shared/utils/fingerprint.util.js';
 import { PostgresServer } from '../test/support/postgres-server.js';
 import { CONNECTIONS, fingerprintCost, heapPerRecord, median, storeOpsPerSecond } from './micro.js';
 
