@@ -69,7 +69,7 @@ type RmqContextLike = { getMessage?: () => unknown; getChannelRef?: () => unknow
 
 /** The message's own id for a log line: quoted, cut short, never the payload. */
 function messageId(message: unknown): string {
-  const id = (message as AmqpMessage | undefined)?.properties?.messageId;
+  const id = (message as AmqpMessage).properties?.messageId;
   if (id === undefined || id === null) return '(none)';
   return JSON.stringify((typeof id === 'string' ? id : JSON.stringify(id)).slice(0, 100));
 }
@@ -94,7 +94,7 @@ export class MessageAcknowledger {
   /** The handlers of one delivery that have not settled it yet, by the delivery's message. */
   private readonly groups = new WeakMap<object, Group>();
   /** How many `ack: true` handlers Nest runs for a delivery of each event pattern. */
-  private readonly chained = new Map<string, number>();
+  private readonly chained = new Map<string | undefined, number>();
   /** The channels whose closing is watched for an ack on a `noAck: true` queue. */
   private readonly watched = new WeakSet<object>();
   private toldNoAck = false;
@@ -113,7 +113,7 @@ export class MessageAcknowledger {
     let group = this.groups.get(message);
     if (!group) {
       const pattern = typeof rpc.getPattern === 'function' ? deliveredPattern(rpc.getPattern()) : undefined;
-      const expected = (pattern !== undefined && this.chained.get(pattern)) || 1;
+      const expected = this.chained.get(pattern) ?? 1;
       group = { expected, joined: 0, left: expected, verdict: { kind: 'ack' } };
       this.groups.set(message, group);
     }

@@ -306,12 +306,16 @@ describe('MessageAcknowledger and the message key (RabbitMQ manual acks, NATS id
       const [e, f] = [delivery(acks, channel, 'd3'), delivery(acks, channel, 'd3')];
       e.failed(IdempotencyException.of('key-reused', 'other data'), 'k3');
       f.unreadable('no key');
-      await until(() => channel.calls.length === 3);
-      expect(channel.calls).toEqual(['ack d1', 'reject d3', 'requeue d2']);
+      // The other order: one that can still succeed, then one that cannot.
+      const [g, h] = [delivery(acks, channel, 'd8'), delivery(acks, channel, 'd8')];
+      g.failed(new Error('mail server down'), 'k8');
+      h.unreadable('no key');
+      await until(() => channel.calls.length === 4);
+      expect(channel.calls).toEqual(['ack d1', 'reject d3', 'requeue d2', 'requeue d8']);
       // A pattern only one of them has: one handler, settled at once.
       delivery(acks, channel, 'd4', 'order.refunded').done('k4');
       delivery(acks, channel, 'd5', 'order.unknown').done('k5');
-      expect(channel.calls.slice(3)).toEqual(['ack d4', 'ack d5']);
+      expect(channel.calls.slice(4)).toEqual(['ack d4', 'ack d5']);
     });
 
     it('a handler that never began (a guard refused it) does not hold the delivery: settled without it after a while', () => {
@@ -349,10 +353,12 @@ describe('MessageAcknowledger: the log line, the pause, channels of other shapes
     deliver(acks, channel, { id: 'd2', properties: { messageId: 'y'.repeat(150) } }).unreadable('no key');
     deliver(acks, channel, { id: 'd3' }).unreadable('no key');
     deliver(acks, channel, { id: 'd4', properties: {} }).unreadable('no key');
-    expect(channel.calls).toEqual(['reject d1', 'reject d2', 'reject d3', 'reject d4']);
+    deliver(acks, channel, { id: 'd5', properties: { messageId: null } }).unreadable('no key');
+    expect(channel.calls).toEqual(['reject d1', 'reject d2', 'reject d3', 'reject d4', 'reject d5']);
     expect(errored().map((line: string) => line.split(' was rejected')[0])).toEqual([
       'Orders.created: message "42"',
       `Orders.created: message "${'y'.repeat(100)}"`,
+      'Orders.created: message (none)',
       'Orders.created: message (none)',
       'Orders.created: message (none)',
     ]);
@@ -362,10 +368,15 @@ describe('MessageAcknowledger: the log line, the pause, channels of other shapes
     const acks = new MessageAcknowledger();
     const channel = new FakeChannel();
     deliver(acks, channel, { id: 'd1', properties: { messageId: 'm-1' } }).failed(new Error('card declined'), undefined);
-    expect(channel.calls).toEqual(['reject d1']);
-    expect(errored()).toEqual([
-      'Orders.created: message "m-1" was rejected without requeue (its handler failed on a message without a key): delivering it again cannot succeed. A queue with a dead-letter exchange parks it there; without one, RabbitMQ deletes it',
-    ]);
+    // The application's own IdempotencyException (no code of the module's) is a handler's failure too.
+    deliver(acks, channel, { id: 'd2', properties: { messageId: 'm-2' } }).failed(
+      new IdempotencyException(409, 'busy'),
+      undefined,
+    );
+    expect(channel.calls).toEqual(['reject d1', 'reject d2']);
+    const line = (id: string) =>
+      `Orders.created: message "${id}" was rejected without requeue (its handler failed on a message without a key): delivering it again cannot succeed. A queue with a dead-letter exchange parks it there; without one, RabbitMQ deletes it`;
+    expect(errored()).toEqual([line('m-1'), line('m-2')]);
   });
 
   it('a failed run is requeued after a pause that doubles from 1 s, at most 30 s', () => {

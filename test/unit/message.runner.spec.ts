@@ -89,7 +89,7 @@ class Edges {
   @MessagePattern('edges.bad-key')
   @Idempotent({
     keyFrom: () => {
-      throw new Error(`no order id\n    at ${'x'.repeat(300)}`);
+      throw new Error(`no order id ${'x'.repeat(300)}\n    at Edges.badKey`);
     },
   })
   badKey() {
@@ -107,12 +107,23 @@ class Edges {
     return data;
   }
 
+  @EventPattern('edges.bad-unacked-event')
+  @Idempotent({
+    keyFrom: () => {
+      throw new Error('no order id');
+    },
+  })
+  badUnackedEvent(data: unknown) {
+    return data;
+  }
+
   @MessagePattern('edges.scoped')
   @Idempotent({
     missingKey: 'pass-through',
     scope: (data: unknown) => {
       const tenant = (data as { tenant?: unknown }).tenant;
       if (tenant === 'boom') throw new Error('no tenant');
+      if (tenant === 'closed') throw new IdempotencyException(403, 'tenant closed');
       return tenant as string;
     },
   })
@@ -149,10 +160,11 @@ describe('MessageRunner: reading a message, broadcast transports, pass-through',
     const { call } = edges();
     let ran = 0;
     const answer = await call('badKey', { orderId: 1 }, undefined, () => (ran++, of('ran')));
-    expect(answer).toEqual(new Error(`no order id\n    at ${'x'.repeat(300)}`));
+    expect(answer).toEqual(new Error(`no order id ${'x'.repeat(300)}\n    at Edges.badKey`));
     expect(ran).toBe(0);
     expect(errored()).toEqual([
-      'Edges.badKey: a message was refused: its key or scope could not be read, nothing ran: no order id',
+      // The first line only, cut at 200 characters: never a stack or a dump of the data.
+      `Edges.badKey: a message was refused: its key or scope could not be read, nothing ran: no order id ${'x'.repeat(188)}`,
     ]);
   });
 
@@ -164,9 +176,14 @@ describe('MessageRunner: reading a message, broadcast transports, pass-through',
     expect(errored()).toEqual([
       'Edges.scoped: a message was refused: its key or scope could not be read, nothing ran: scope-unresolved',
     ]);
+    // The application's own IdempotencyException: its message, as any error's.
+    expect(await call('scoped', { idempotencyKey: 'k', tenant: 'closed' }, undefined)).toBeInstanceOf(IdempotencyException);
+    expect(errored()[1]).toBe(
+      'Edges.scoped: a message was refused: its key or scope could not be read, nothing ran: tenant closed',
+    );
     // No key: passed through as the route says, its scope function never asked (it would throw).
     expect(await call('scoped', { tenant: 'boom' }, undefined, () => of(1, 2, 3))).toEqual([1, 2, 3]);
-    expect(errored()).toHaveLength(1);
+    expect(errored()).toHaveLength(2);
   });
 
   it("two scopes never share a handler's record", async () => {
@@ -195,6 +212,11 @@ describe('MessageRunner: reading a message, broadcast transports, pass-through',
     ]);
   });
 
+  it('an event whose key cannot be read, without acks: the error reaches Nest, which logs it', async () => {
+    const { call } = edges();
+    expect(await call('badUnackedEvent', {}, undefined)).toEqual(new Error('no order id'));
+  });
+
   it("a message handler's records are its own, apart from an inbox consumer's of the same name", async () => {
     const store = new InMemoryStore();
     const claims = jest.spyOn(store, 'claim');
@@ -212,13 +234,17 @@ describe('MessageRunner: reading a message, broadcast transports, pass-through',
     ['TCP', undefined, false],
   ])('a duplicate while the run is in flight, on %s', (_name, ctx, waits) => {
     it(waits ? "waits for the run's reply instead of refusing it" : 'is refused at once as in flight', async () => {
-      const { call } = edges();
+      const store = new InMemoryStore();
+      const claims = jest.spyOn(store, 'claim');
+      const { call } = edges({ store });
       let release!: () => void;
       const first = call('scoped', { idempotencyKey: 'k', tenant: 't' }, ctx, () =>
         from(new Promise<string>((r) => (release = () => r('first')))),
       );
       await until(() => release !== undefined);
       const second = call('scoped', { idempotencyKey: 'k', tenant: 't' }, ctx, () => of('second'));
+      // The duplicate has met the run in flight before the run ends.
+      await until(() => claims.mock.calls.length >= 2);
       if (!waits) expect(await second).toMatchObject({ code: 'IDEMPOTENCY_KEY_IN_FLIGHT' });
       release();
       expect(await first).toEqual(['first']);
