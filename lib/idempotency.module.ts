@@ -11,26 +11,26 @@ import {
 import { DiscoveryModule, DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { ResponseSealer } from './ops/encryption/response.sealer.js';
 import { IdempotencyAdmin } from './ops/admin/idempotency.admin.js';
-import { IdempotencyInbox } from './idempotency.inbox.js';
-import { InboxRunner } from './inbox.runner.js';
-import { MessageAcknowledger } from './message.acknowledger.js';
-import { MessageRunner } from './message.runner.js';
-import { GraphqlRunner } from './graphql.runner.js';
+import { IdempotencyInbox } from './transports/inbox/idempotency.inbox.js';
+import { InboxRunner } from './core/inbox.runner.js';
+import { MessageAcknowledger } from './transports/messages/message.acknowledger.js';
+import { MessageRunner } from './transports/messages/message.runner.js';
+import { GraphqlRunner } from './transports/graphql/graphql.runner.js';
 import { IdempotencyHealthIndicator } from './ops/health/idempotency.health-indicator.js';
 import { IdempotencyObserver } from './ops/events/idempotency.observer.js';
 import { OutcomeReporter } from './ops/events/outcome.reporter.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from './shared/idempotency.constants.js';
-import { IdempotencyExplorer } from './idempotency.explorer.js';
-import { IdempotencyExceptionFilter } from './idempotency.filter.js';
-import { IdempotencyInterceptor } from './idempotency.interceptor.js';
+import { IdempotencyExplorer } from './nest/idempotency.explorer.js';
+import { IdempotencyExceptionFilter } from './nest/idempotency.filter.js';
+import { IdempotencyInterceptor } from './nest/idempotency.interceptor.js';
 import { CONFIG_ERRORS } from './shared/messages/config.messages.js';
-import { IdempotencyService } from './idempotency.service.js';
-import { KeyClaimer } from './key.claimer.js';
-import { DuplicateWaiters } from './waiting/duplicate.waiters.js';
-import { IdentityResolverLoader } from './identity-resolver.loader.js';
-import { RecordBuilder } from './record.builder.js';
-import { RecordCommitter } from './record.committer.js';
-import { RequestFingerprinter } from './request.fingerprinter.js';
+import { IdempotencyService } from './core/idempotency.service.js';
+import { KeyClaimer } from './core/key.claimer.js';
+import { DuplicateWaiters } from './core/waiting/duplicate.waiters.js';
+import { IdentityResolverLoader } from './nest/identity-resolver.loader.js';
+import { RecordBuilder } from './core/record.builder.js';
+import { RecordCommitter } from './core/record.committer.js';
+import { RequestFingerprinter } from './transports/http/request.fingerprinter.js';
 import type {
   IdempotencyModuleAsyncOptions,
   IdempotencyModuleOptions,
@@ -38,15 +38,15 @@ import type {
   IdempotencyOptionsFactory,
 } from './shared/interfaces/idempotency-module-options.interface.js';
 import type { ResolvedIdempotencyOptions } from './shared/interfaces/resolved-options.interface.js';
-import { ReplyRecorderInstaller } from './http/reply-recorder.installer.js';
-import { LeaseRenewer } from './lease.renewer.js';
+import { ReplyRecorderInstaller } from './transports/http/reply-recorder.installer.js';
+import { LeaseRenewer } from './core/lease.renewer.js';
 import { OpenApiExplorer } from './ops/openapi/openapi.explorer.js';
-import { resolveModuleOptions } from './options/module-options.resolver.js';
-import { RouteOptionsRegistry } from './route-options.registry.js';
-import { TransactionFailures } from './transaction.failures.js';
-import { TransactionRunner } from './transaction.runner.js';
-import { PhasedRunner } from './phased.runner.js';
-import { IdempotencyCompleter } from './idempotency.completer.js';
+import { resolveModuleOptions } from './shared/options/module-options.resolver.js';
+import { RouteOptionsRegistry } from './nest/route-options.registry.js';
+import { TransactionFailures } from './core/transaction.failures.js';
+import { TransactionRunner } from './transports/http/transaction.runner.js';
+import { PhasedRunner } from './transports/http/phased.runner.js';
+import { IdempotencyCompleter } from './core/idempotency.completer.js';
 import { InMemoryStore } from './stores/memory/in-memory.store.js';
 
 /** The options as the user gave them; resolved (and validated) when the application starts. */

@@ -3,12 +3,12 @@
 
 // Module and request path
 export { IdempotencyModule } from './idempotency.module.js';
-export { Idempotent } from './decorators/idempotent.decorator.js';
-export { IdempotencyKey } from './decorators/idempotency-key.decorator.js';
+export { Idempotent } from './nest/decorators/idempotent.decorator.js';
+export { IdempotencyKey } from './nest/decorators/idempotency-key.decorator.js';
 export { IdempotencyException } from './shared/exceptions/idempotency.exception.js';
 export { IdempotencyAdmin } from './ops/admin/idempotency.admin.js';
-export { IdempotencyInbox } from './idempotency.inbox.js';
-export { idempotencyApolloPlugin } from './graphql/replay-marks.js';
+export { IdempotencyInbox } from './transports/inbox/idempotency.inbox.js';
+export { idempotencyApolloPlugin } from './transports/graphql/replay-marks.js';
 export type { InboxResult, InboxRunOptions } from './shared/interfaces/inbox-options.interface.js';
 export { IdempotencyHealthIndicator } from './ops/health/idempotency.health-indicator.js';
 export type { IdempotencyHealthOptions, IdempotencyHealthResult } from './ops/health/idempotency.health-indicator.js';
@@ -82,14 +82,14 @@ export type { SqliteStoreOptions, SqliteDatabaseLike, SqliteStatementLike } from
 export type { SqlStoreOptions } from './stores/shared/sql-store.options.js';
 
 // Exactly-once with the application's own transaction
-export { clsTransactions } from './transactions/cls.transactions.js';
-export type { TransactionHostLike, TransactionQuery } from './transactions/cls.transactions.js';
+export { clsTransactions } from './core/transactions/cls.transactions.js';
+export type { TransactionHostLike, TransactionQuery } from './core/transactions/cls.transactions.js';
 
 // Recovery points: handlers in atomic phases
-export { Phases } from './decorators/phases.decorator.js';
-export { PhasedWorkflow } from './decorators/phased-workflow.decorator.js';
-export { PhasedRun } from './phases/phased.run.js';
-export { IdempotencyCompleter } from './idempotency.completer.js';
+export { Phases } from './nest/decorators/phases.decorator.js';
+export { PhasedWorkflow } from './nest/decorators/phased-workflow.decorator.js';
+export { PhasedRun } from './core/phases/phased.run.js';
+export { IdempotencyCompleter } from './core/idempotency.completer.js';
 export type { CompleterOptions } from './shared/interfaces/idempotency-module-options.interface.js';
 export type { AbandonedRun, PhaseAdvance, RecoveryPoint } from './shared/interfaces/recovery-point.interface.js';
 

@@ -15,7 +15,7 @@ import { Test, type TestingModule } from '@nestjs/testing';
 import request from 'supertest';
 import { IdempotencyException, Idempotent, idempotencyApolloPlugin, IdempotencyModule, InMemoryStore } from '../../lib/index.js';
 import { until } from '../support/timing.js';
-import { DuplicateWaiters } from '../../lib/waiting/duplicate.waiters.js';
+import { DuplicateWaiters } from '../../lib/core/waiting/duplicate.waiters.js';
 
 @ObjectType()
 class Refund {

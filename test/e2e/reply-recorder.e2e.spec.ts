@@ -14,7 +14,7 @@ import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import Fastify from 'fastify';
 import type { ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { installReplyRecorder } from '../../lib/http/reply.recorder.js';
+import { installReplyRecorder } from '../../lib/transports/http/reply.recorder.js';
 import { Idempotent, IdempotencyModule } from '../../lib/index.js';
 import { ADAPTERS, listen, useApps } from '../support/app.js';
 import { Runs } from '../support/fixtures.js';

@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, jest } from '@jes
 import { Controller, Inject, Logger, Post } from '@nestjs/common';
 import pg from 'pg';
 import { Idempotent, IdempotencyKey, IdempotencyModule, PostgresStore } from '../../lib/index.js';
-import { DuplicateWaiters } from '../../lib/waiting/duplicate.waiters.js';
+import { DuplicateWaiters } from '../../lib/core/waiting/duplicate.waiters.js';
 import { type AdapterName, listen, startApp } from '../support/app.js';
 import { Gate } from '../support/fixtures.js';
 import { PgTransactions } from '../support/pg-transactions.js';

@@ -65,7 +65,7 @@ describe('ioredis, pg, better-sqlite3, nestjs-cls, TypeORM, @nestjs/swagger, @op
       import 'reflect-metadata';
       import { NestFactory } from '@nestjs/core';
       import { IdempotencyHealthIndicator, IdempotencyModule, InMemoryStore } from './dist/index.js';
-      import { IdempotencyService } from './dist/idempotency.service.js';
+      import { IdempotencyService } from './dist/core/idempotency.service.js';
       const app = await NestFactory.createApplicationContext(IdempotencyModule.forRoot(), { logger: false });
       const service = app.get(IdempotencyService);
       const claim = await service.options.store.claim('k', { owner: 'o', fingerprint: 'f', leaseMs: 1000 });

@@ -4,7 +4,7 @@ import { ClientProxyFactory, type ClientProxy, MessagePattern, Payload, Transpor
 import { Test } from '@nestjs/testing';
 import { lastValueFrom } from 'rxjs';
 import { Idempotent, IdempotencyModule, RedisStore } from '../../lib/index.js';
-import { DuplicateWaiters } from '../../lib/waiting/duplicate.waiters.js';
+import { DuplicateWaiters } from '../../lib/core/waiting/duplicate.waiters.js';
 import { RedisServer, redisAvailable } from '../support/redis-server.js';
 import { sleep, until } from '../support/timing.js';
 

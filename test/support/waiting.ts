@@ -7,7 +7,7 @@ import {
   IdempotencyModule,
   type IdempotencyStore,
 } from '../../lib/index.js';
-import { DuplicateWaiters } from '../../lib/waiting/duplicate.waiters.js';
+import { DuplicateWaiters } from '../../lib/core/waiting/duplicate.waiters.js';
 import { type AdapterName, listen, startApp } from './app.js';
 import { Gate, Runs } from './fixtures.js';
 import { until } from './timing.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { IdempotentReplay } from '../../lib/shared/exceptions/idempotent-replay.exception.js';
 import { errorResponse } from '../../lib/shared/exceptions/error.response.js';
-import { type AnswerOptions, writeAnswer } from '../../lib/http/answer.writer.js';
+import { type AnswerOptions, writeAnswer } from '../../lib/transports/http/answer.writer.js';
 import { PROBLEM_TITLES } from '../../lib/shared/messages/client.messages.js';
 import { IDEMPOTENCY_CORS_HEADERS, IdempotencyException, type StoredResponse } from '../../lib/index.js';
 import type { IdempotencyErrorInfo } from '../../lib/index.js';

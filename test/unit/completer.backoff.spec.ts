@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { CompleterBackoff } from '../../lib/phases/completer.backoff.js';
+import { CompleterBackoff } from '../../lib/core/phases/completer.backoff.js';
 
 describe('CompleterBackoff', () => {
   it('after each failure the next try waits a pause that doubles from idleMs, up to an hour; the maxAttempts-th failure is the last', () => {

@@ -8,9 +8,9 @@ import {
   type IdempotencyStore,
 } from '../../lib/index.js';
 import { IdempotentReplay } from '../../lib/shared/exceptions/idempotent-replay.exception.js';
-import { resolveModuleOptions } from '../../lib/options/module-options.resolver.js';
-import { DuplicateWaiters } from '../../lib/waiting/duplicate.waiters.js';
-import { KeyWaiter } from '../../lib/waiting/key.waiter.js';
+import { resolveModuleOptions } from '../../lib/shared/options/module-options.resolver.js';
+import { DuplicateWaiters } from '../../lib/core/waiting/duplicate.waiters.js';
+import { KeyWaiter } from '../../lib/core/waiting/key.waiter.js';
 import { resolvedRoute } from '../support/claims.js';
 import { spyOnLogger } from '../support/logger.js';
 import { createProtocol, destroyProtocolsAfterEach } from '../support/protocol.js';

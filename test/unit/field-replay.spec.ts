@@ -18,8 +18,8 @@ import {
   GraphQLUnionType,
   Kind,
 } from 'graphql';
-import { fieldOutput, loadGraphqlJs, probeSchema, readOutput, storedOutput, TYPE_KEY } from '../../lib/graphql/field-output.js';
-import { replayField } from '../../lib/graphql/field-replay.js';
+import { fieldOutput, loadGraphqlJs, probeSchema, readOutput, storedOutput, TYPE_KEY } from '../../lib/transports/graphql/field-output.js';
+import { replayField } from '../../lib/transports/graphql/field-replay.js';
 
 // What a client receives for a mutation field, stored, and answered again through the schema: on a
 // schema of graphql-js's own (no Nest), with the shapes that broke replays (issue 44, item 8).

@@ -6,7 +6,7 @@ import { GraphqlRefusal } from '../../lib/shared/exceptions/graphql-refusal.exce
 import { buildSchema, type FieldNode, GraphQLNonNull, GraphQLString, type OperationDefinitionNode, parse } from 'graphql';
 import { from, lastValueFrom, type Observable, of } from 'rxjs';
 import { Idempotent, idempotencyApolloPlugin, type IdempotencyModuleOptions, InMemoryStore } from '../../lib/index.js';
-import { GraphqlContext } from '../../lib/graphql/graphql.context.js';
+import { GraphqlContext } from '../../lib/transports/graphql/graphql.context.js';
 import type { ResolvedRouteOptions } from '../../lib/shared/interfaces/resolved-options.interface.js';
 import { FakeResponse } from '../support/fake-response.js';
 import { spyOnLogger } from '../support/logger.js';

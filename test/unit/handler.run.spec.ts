@@ -4,7 +4,7 @@ import { Readable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
 import { Observable, of } from 'rxjs';
 import type { StoredResponse } from '../../lib/index.js';
-import { HandlerRun, responseStart } from '../../lib/http/handler.run.js';
+import { HandlerRun, responseStart } from '../../lib/transports/http/handler.run.js';
 import { FakeResponse } from '../support/fake-response.js';
 import { tick } from '../support/timing.js';
 

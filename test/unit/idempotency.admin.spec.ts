@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { ResponseSealer } from '../../lib/ops/encryption/response.sealer.js';
 import { IdempotencyAdmin, type IdempotencyModuleOptions, type IdempotencyStore, InMemoryStore } from '../../lib/index.js';
-import { resolveModuleOptions } from '../../lib/options/module-options.resolver.js';
+import { resolveModuleOptions } from '../../lib/shared/options/module-options.resolver.js';
 
 function admin(options: IdempotencyModuleOptions): IdempotencyAdmin {
   const resolved = resolveModuleOptions(options, () => new InMemoryStore());

@@ -19,7 +19,7 @@ import {
 } from '@nestjs/common';
 import { type DiscoveryService, MetadataScanner, type ModuleRef } from '@nestjs/core';
 import { Idempotent } from '../../lib/index.js';
-import { IdempotencyExplorer } from '../../lib/idempotency.explorer.js';
+import { IdempotencyExplorer } from '../../lib/nest/idempotency.explorer.js';
 import { createProtocol } from '../support/protocol.js';
 
 function explore(controllers: unknown[], moduleRef: Partial<ModuleRef> = {}) {

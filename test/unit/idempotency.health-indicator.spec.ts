@@ -1,7 +1,7 @@
 import { describe, expect, it, jest } from '@jest/globals';
 import { IdempotencyHealthIndicator, type IdempotencyStore, InMemoryStore } from '../../lib/index.js';
-import { resolveModuleOptions } from '../../lib/options/module-options.resolver.js';
-import { RouteOptionsRegistry } from '../../lib/route-options.registry.js';
+import { resolveModuleOptions } from '../../lib/shared/options/module-options.resolver.js';
+import { RouteOptionsRegistry } from '../../lib/nest/route-options.registry.js';
 import { sleep } from '../support/timing.js';
 
 const indicator = (cache: IdempotencyStore, phased = false) => {

@@ -4,7 +4,7 @@ import { lastValueFrom, Observable, of, Subject, throwError } from 'rxjs';
 import { IdempotencyException, type IdempotencyEvent, IdempotencyKey } from '../../lib/index.js';
 import { IdempotentReplay } from '../../lib/shared/exceptions/idempotent-replay.exception.js';
 import { IDEMPOTENT_ROUTE_METADATA } from '../../lib/shared/idempotency.constants.js';
-import { keyOf } from '../../lib/http/request-key.store.js';
+import { keyOf } from '../../lib/transports/http/request-key.store.js';
 import { httpContext } from '../support/contexts.js';
 import { FakeResponse } from '../support/fake-response.js';
 import { spyOnLogger } from '../support/logger.js';

@@ -4,7 +4,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
 import { IdempotencyObserver } from '../../lib/ops/events/idempotency.observer.js';
 import { type IdempotencyEvent, InMemoryStore } from '../../lib/index.js';
-import { resolveModuleOptions } from '../../lib/options/module-options.resolver.js';
+import { resolveModuleOptions } from '../../lib/shared/options/module-options.resolver.js';
 import { spyOnLogger } from '../support/logger.js';
 import { tick } from '../support/timing.js';
 

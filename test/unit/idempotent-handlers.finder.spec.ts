@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { IDEMPOTENCY_MODULE_OPTIONS } from '../../lib/shared/idempotency.constants.js';
-import { type HostModule, registrationOf, servedBy } from '../../lib/idempotent-handlers.finder.js';
+import { type HostModule, registrationOf, servedBy } from '../../lib/nest/idempotent-handlers.finder.js';
 
 let ids = 0;
 function mod(

@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
-import { identityOf } from '../../lib/http/identity-body.js';
+import { identityOf } from '../../lib/transports/http/identity-body.js';
 import type { StoredResponse } from '../../lib/index.js';
 
 const plain = Buffer.from('{"a":1}');

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { InboxContext } from '../../lib/inbox/inbox.context.js';
+import { InboxContext } from '../../lib/core/values/inbox.context.js';
 
 describe('InboxContext', () => {
   // Stored with every inbox claim and record: a release that changed it would refuse each message in

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { lossyPart } from '../../lib/inbox/lossy-value.js';
+import { lossyPart } from '../../lib/core/values/lossy-value.js';
 
 class Order {
   constructor(readonly id: string) {}

@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { ExecutionContextHost } from '@nestjs/core/helpers/execution-context-host.js';
 import { KafkaContext, NatsContext, RmqContext } from '@nestjs/microservices';
-import { readMessageKey } from '../../lib/message-key.reader.js';
+import { readMessageKey } from '../../lib/transports/messages/message-key.reader.js';
 
 /** What Nest hands an interceptor for a message: its data, then the transport's context. */
 function message(data: unknown, transport: unknown) {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { EventPattern, MessagePattern, Transport } from '@nestjs/microservices';
-import { chainedHandlers, deliveredPattern } from '../../lib/message-patterns.util.js';
+import { chainedHandlers, deliveredPattern } from '../../lib/transports/messages/message-patterns.util.js';
 
 class Handlers {
   @EventPattern('order.paid')

@@ -6,7 +6,7 @@ import { from, lastValueFrom, type Observable, of, throwError } from 'rxjs';
 import { IdempotencyException, Idempotent, InMemoryStore } from '../../lib/index.js';
 import { ATTEMPT_COUNTS } from '../../lib/shared/idempotency.constants.js';
 import type { ResolvedRouteOptions } from '../../lib/shared/interfaces/resolved-options.interface.js';
-import { MessageAcknowledger } from '../../lib/message.acknowledger.js';
+import { MessageAcknowledger } from '../../lib/transports/messages/message.acknowledger.js';
 import { spyOnLogger } from '../support/logger.js';
 import { createProtocol, destroyProtocolsAfterEach } from '../support/protocol.js';
 import { until } from '../support/timing.js';

@@ -6,7 +6,7 @@ import {
   type IdempotencyStore,
   type IdempotencyTransactions,
 } from '../../lib/index.js';
-import { resolveModuleOptions as resolveWith } from '../../lib/options/module-options.resolver.js';
+import { resolveModuleOptions as resolveWith } from '../../lib/shared/options/module-options.resolver.js';
 
 const store = (): IdempotencyStore => new InMemoryStore();
 /** As the module calls it: an InMemoryStore of its own unless `store` is given. */

@@ -3,7 +3,7 @@ import { Controller, Logger, Post } from '@nestjs/common';
 import { type DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { Idempotent } from '../../lib/index.js';
 import { loadSwagger, OpenApiExplorer, type SwaggerApi } from '../../lib/ops/openapi/openapi.explorer.js';
-import { RouteOptionsRegistry } from '../../lib/route-options.registry.js';
+import { RouteOptionsRegistry } from '../../lib/nest/route-options.registry.js';
 import { spyOnLogger } from '../support/logger.js';
 import { createProtocol } from '../support/protocol.js';
 

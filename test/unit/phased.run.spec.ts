@@ -3,8 +3,8 @@ import { BadRequestException, HttpException, ServiceUnavailableException } from 
 import { LeaseLost } from '../../lib/shared/exceptions/lease-lost.error.js';
 import { FINISHED } from '../../lib/shared/idempotency.constants.js';
 import type { IdempotencyStore, PhaseAdvance, SqlExecutor, StoredResponse } from '../../lib/index.js';
-import { endsTheRun } from '../../lib/phases/phase-error.classifier.js';
-import { PhasedRun } from '../../lib/phases/phased.run.js';
+import { endsTheRun } from '../../lib/core/phases/phase-error.classifier.js';
+import { PhasedRun } from '../../lib/core/phases/phased.run.js';
 import { activeClaim } from '../support/claims.js';
 import { spyOnLogger } from '../support/logger.js';
 import { until } from '../support/timing.js';

@@ -2,8 +2,8 @@ import { afterEach, describe, expect, it, jest } from '@jest/globals';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import { Readable } from 'node:stream';
 import type { StoredResponse } from '../../lib/index.js';
-import { canRecordReply, installReplyRecorder, recordReply } from '../../lib/http/reply.recorder.js';
-import type { RecorderHooks } from '../../lib/http/response.recorder.js';
+import { canRecordReply, installReplyRecorder, recordReply } from '../../lib/transports/http/reply.recorder.js';
+import type { RecorderHooks } from '../../lib/transports/http/response.recorder.js';
 
 /** A Fastify app whose one route records its reply (from `before`) and then sends what `send` does. */
 async function app(send: (reply: FastifyReply) => unknown, hooks: RecorderHooks, setup?: (f: FastifyInstance) => void) {

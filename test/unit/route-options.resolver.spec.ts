@@ -1,7 +1,7 @@
 import { beforeEach, describe, expect, it } from '@jest/globals';
 import type { IdempotencyTransactions, ResolvedIdempotencyOptions } from '../../lib/index.js';
 import { functionTag } from '../../lib/shared/utils/fingerprint-tag.util.js';
-import { resolveRouteOptions } from '../../lib/options/route-options.resolver.js';
+import { resolveRouteOptions } from '../../lib/shared/options/route-options.resolver.js';
 import { createProtocol } from '../support/protocol.js';
 import { ScriptedStore } from '../support/scripted-store.js';
 

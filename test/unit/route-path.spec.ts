@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
-import { requestTarget } from '../../lib/http/request.reader.js';
-import { routedPath } from '../../lib/http/route-path.js';
+import { requestTarget } from '../../lib/transports/http/request.reader.js';
+import { routedPath } from '../../lib/transports/http/route-path.js';
 
 describe('routedPath', () => {
   it("spells a path as its route does: the route's static segments, the client's parameters, no trailing slash", () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { sqlState } from '../../lib/transactions/sql-states.js';
+import { sqlState } from '../../lib/core/transactions/sql-states.js';
 
 describe('sqlState', () => {
   it("reads node-postgres's code and TypeORM's driverError.code; anything else is no SQLSTATE", () => {

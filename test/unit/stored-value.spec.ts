@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { IdempotencyException } from '../../lib/index.js';
-import { isRefusal, replayedValue, storedValue } from '../../lib/inbox/stored-value.js';
+import { isRefusal, replayedValue, storedValue } from '../../lib/core/values/stored-value.js';
 
 class Order {
   self?: Order;

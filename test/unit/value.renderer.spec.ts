@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { renderValue } from '../../lib/http/value.renderer.js';
+import { renderValue } from '../../lib/transports/http/value.renderer.js';
 
 const json = 'application/json; charset=utf-8';
 

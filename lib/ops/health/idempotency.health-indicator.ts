@@ -2,7 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { IDEMPOTENCY_MODULE_OPTIONS } from '../../shared/idempotency.constants.js';
 import { FAILURES } from '../../shared/messages/operator.messages.js';
 import type { ResolvedIdempotencyOptions } from '../../shared/interfaces/resolved-options.interface.js';
-import { RouteOptionsRegistry } from '../../route-options.registry.js';
+import { RouteOptionsRegistry } from '../../nest/route-options.registry.js';
 import { withTimeout } from '../../shared/utils/timeout.util.js';
 
 /** How long a store may take to answer the health check by default, in ms. */

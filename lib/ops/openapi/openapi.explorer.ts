@@ -2,10 +2,10 @@ import { Logger } from '@nestjs/common';
 import type { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { NEST_HTTP_CODE_METADATA, NEST_METHOD_METADATA } from '../../shared/idempotency.constants.js';
 import { LOGS } from '../../shared/messages/operator.messages.js';
-import { findIdempotentHandlers, servedBy } from '../../idempotent-handlers.finder.js';
+import { findIdempotentHandlers, servedBy } from '../../nest/idempotent-handlers.finder.js';
 import { importOptional } from '../../shared/utils/optional-peer.util.js';
 import type { ResolvedIdempotencyOptions } from '../../shared/interfaces/resolved-options.interface.js';
-import type { RouteOptionsRegistry } from '../../route-options.registry.js';
+import type { RouteOptionsRegistry } from '../../nest/route-options.registry.js';
 import { type RouteDoc, routeDoc } from './openapi.fragments.js';
 
 type Decorator = (target: object, key: string, descriptor: PropertyDescriptor) => unknown;

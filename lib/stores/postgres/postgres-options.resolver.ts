@@ -1,6 +1,6 @@
 import { MAX_TIMER_MS } from '../../shared/idempotency.constants.js';
 import { CONFIG_ERRORS } from '../../shared/messages/config.messages.js';
-import { booleanOption, fail, integerIn, refuseUnknownKeys, sqlIdentifier } from '../../options/option.validators.js';
+import { booleanOption, fail, integerIn, refuseUnknownKeys, sqlIdentifier } from '../../shared/options/option.validators.js';
 import {
   DEFAULT_POOL_SIZE,
   DEFAULT_POSTGRES_SCHEMA,

@@ -2,7 +2,7 @@ import { Logger } from '@nestjs/common';
 import { MAX_TIMER_MS } from '../../shared/idempotency.constants.js';
 import { CONFIG_ERRORS } from '../../shared/messages/config.messages.js';
 import { LOGS } from '../../shared/messages/operator.messages.js';
-import { fail, integerIn, refuseUnknownKeys } from '../../options/option.validators.js';
+import { fail, integerIn, refuseUnknownKeys } from '../../shared/options/option.validators.js';
 import { RedisCacheOptions } from './redis-cache.options.js';
 import { DEFAULT_REDIS_COMMAND_TIMEOUT_MS, type RedisClientLike, type RedisStoreOptions } from './redis-store.options.js';
 

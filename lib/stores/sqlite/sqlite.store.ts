@@ -9,7 +9,7 @@ import type {
   OwnedKey,
   PeekedEntry,
 } from '../../shared/interfaces/idempotency-store.interface.js';
-import { fail, integerIn, refuseUnknownKeys, sqlIdentifier } from '../../options/option.validators.js';
+import { fail, integerIn, refuseUnknownKeys, sqlIdentifier } from '../../shared/options/option.validators.js';
 import { DEFAULT_SWEEP_INTERVAL_MS, DEFAULT_TABLE_NAME, SWEEP_BATCH, SWEEP_BATCHES } from '../shared/sql-store.options.js';
 import { LazyConnection } from '../shared/lazy.connection.js';
 import { SqlSweeper } from '../shared/sql.sweeper.js';

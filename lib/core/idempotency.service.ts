@@ -1,0 +1,127 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import { IDEMPOTENCY_MODULE_OPTIONS } from '../shared/idempotency.constants.js';
+import { MESSAGES } from '../shared/messages/client.messages.js';
+import { LOGS } from '../shared/messages/operator.messages.js';
+import { IdempotencyException } from '../shared/exceptions/idempotency.exception.js';
+import { IdempotencyObserver } from '../ops/events/idempotency.observer.js';
+import { OutcomeReporter } from '../ops/events/outcome.reporter.js';
+import { readKey } from './idempotency-key.reader.js';
+import type { IdempotencyOutcome } from '../shared/interfaces/idempotency-event.interface.js';
+import type { ActiveClaim } from '../shared/interfaces/active-claim.interface.js';
+import type { IdempotencyContext } from '../shared/interfaces/idempotency-context.interface.js';
+import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from '../shared/interfaces/resolved-options.interface.js';
+import type { StoredResponse } from '../shared/interfaces/stored-response.interface.js';
+import { RecordBuilder } from './record.builder.js';
+import { RecordCommitter } from './record.committer.js';
+import { storeKey } from '../shared/utils/key.util.js';
+import { DuplicateWaiters } from './waiting/duplicate.waiters.js';
+import { KeyClaimer, type Seen } from './key.claimer.js';
+
+/** Written to, never read: nothing observes outcomes. */
+const UNOBSERVED: Seen = { key: undefined, storeMs: 0 };
+
+/**
+ * The idempotency protocol: one store round trip to claim the key (or to learn that it is in flight,
+ * reused, or done and to be replayed), one to commit the response or release the key. The key, the
+ * scope, the fingerprint, the claim and the record each come from a helper of their own.
+ */
+@Injectable()
+export class IdempotencyService {
+  private readonly logger = new Logger('Idempotency');
+
+  constructor(
+    @Inject(IDEMPOTENCY_MODULE_OPTIONS) readonly options: ResolvedIdempotencyOptions,
+    private readonly observer: IdempotencyObserver,
+    private readonly records: RecordBuilder,
+    private readonly reporter: OutcomeReporter,
+    private readonly committer: RecordCommitter,
+    private readonly claimer: KeyClaimer,
+    private readonly waiters: DuplicateWaiters,
+  ) {}
+
+  /**
+   * Claims the request's key. Returns the claim, or `undefined` when the request has no key and the
+   * route passes such requests through. Throws an {@link IdempotencyException} (400, 409, 415, 422,
+   * 500, 503) or an `IdempotentReplay` carrying the stored response.
+   */
+  begin(call: IdempotencyContext, route: ResolvedRouteOptions): Promise<ActiveClaim | undefined> {
+    if (!this.observer.enabled) return this.decide(call, route, UNOBSERVED);
+    const seen: Seen = { key: undefined, storeMs: 0 };
+    return this.decide(call, route, seen).then(
+      (claim) => {
+        if (!claim) this.reporter.bypassed(route.id, call.method);
+        return claim;
+      },
+      (err: unknown) => {
+        this.reporter.answered(err, { route: route.id, method: call.method, storeMs: seen.storeMs, key: seen.key });
+        throw err;
+      },
+    );
+  }
+
+  private async decide(call: IdempotencyContext, route: ResolvedRouteOptions, seen: Seen): Promise<ActiveClaim | undefined> {
+    const { headerName, keyPrefix } = this.options;
+    const key = readKey(call.sentKey(headerName), this.options, call.headerKey);
+    if (key === undefined) {
+      if (route.missingHeader === 'pass-through') return undefined;
+      throw IdempotencyException.of('key-missing', MESSAGES.missing(headerName));
+    }
+    call.check();
+
+    seen.key = key;
+    const scoped = call.scope(route);
+    const scope = typeof scoped === 'string' ? scoped : await scoped;
+    const made = call.fingerprint(route);
+    const fingerprint = typeof made === 'string' ? made : await made;
+
+    const claim: ActiveClaim = {
+      key,
+      storeKey: storeKey(keyPrefix, scope, key),
+      owner: randomUUID(),
+      fingerprint,
+      ttlMs: route.ttlMs,
+      route: route.id,
+      leaseMs: route.leaseMs,
+      claimedAt: Date.now(),
+      method: call.method,
+      storeMs: 0,
+      onSettled: route.waitMs > 0 ? this.waiters.settled : undefined,
+    };
+    return this.claimer.claim(call, route, claim, seen);
+  }
+
+  /** The answer to a request with a key while the application shuts down: its client retries elsewhere. */
+  shuttingDown(): IdempotencyException {
+    return IdempotencyException.of('shutting-down', MESSAGES.shuttingDown);
+  }
+
+  /**
+   * Stores the response in place of the claim. Never throws: the client gets its response regardless.
+   * Resolves after the first attempt; a commit that failed (the store restarted, a lock was held) is
+   * tried again in the background for as long as the lease is held. `settled` is called once the
+   * key's fate is decided, stored or given up.
+   */
+  async commit(claim: ActiveClaim, response: StoredResponse, settled?: () => void): Promise<void> {
+    claim.settling = true;
+    await this.committer.commit(claim, this.records.record(claim, response), response.status, settled);
+  }
+
+  /**
+   * Frees the key for a retry. Never throws: a claim that cannot be deleted expires with its lease.
+   * `outcome` is what the request comes to: by default a handler's error.
+   */
+  async release(claim: ActiveClaim, outcome: IdempotencyOutcome = 'released', answer?: IdempotencyException): Promise<void> {
+    claim.settling = true;
+    const startedAt = this.observer.now();
+    let failed: unknown;
+    try {
+      await this.options.store.release(claim.storeKey, claim.owner);
+    } catch (err) {
+      failed = err;
+      this.logger.error(LOGS.releaseFailed(claim.route, (err as Error).message));
+    }
+    claim.storeMs += this.observer.stored('release', startedAt, failed);
+    this.reporter.settled(claim, outcome, answer);
+  }
+}

@@ -1,0 +1,113 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { IdempotentReplay } from '../shared/exceptions/idempotent-replay.exception.js';
+import { IDEMPOTENCY_MODULE_OPTIONS } from '../shared/idempotency.constants.js';
+import { OutcomeReporter } from '../ops/events/outcome.reporter.js';
+import { IdempotencyService } from './idempotency.service.js';
+import type { ActiveClaim } from '../shared/interfaces/active-claim.interface.js';
+import type { IdempotencyContext } from '../shared/interfaces/idempotency-context.interface.js';
+import type { SqlExecutor } from '../shared/interfaces/idempotency-transactions.interface.js';
+import type { InboxResult } from '../shared/interfaces/inbox-options.interface.js';
+import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from '../shared/interfaces/resolved-options.interface.js';
+import { LeaseRenewer } from './lease.renewer.js';
+import { RecordBuilder } from './record.builder.js';
+import { LeaseLost } from '../shared/exceptions/lease-lost.error.js';
+import { TransactionFailures } from './transaction.failures.js';
+import { lossyPart } from './values/lossy-value.js';
+import { replayedValue, storedValue } from './values/stored-value.js';
+import { LOGS } from '../shared/messages/operator.messages.js';
+
+/** The work to run once: in transactional mode it gets the transaction's executor. */
+export type InboxWork<T> = (sql: SqlExecutor | undefined) => T | Promise<T>;
+
+/**
+ * Runs work once per key with no response to record, its result kept as JSON: what
+ * `IdempotencyInbox.run()` and `@Idempotent()` message handlers share. The caller has resolved the
+ * route and built the context (key, scope, fingerprint).
+ */
+@Injectable()
+export class InboxRunner {
+  private readonly logger = new Logger('Idempotency');
+  /** The handlers and consumers whose first value was looked at for types JSON changes. */
+  private readonly looked = new WeakSet<ResolvedRouteOptions>();
+
+  constructor(
+    private readonly service: IdempotencyService,
+    private readonly leases: LeaseRenewer,
+    private readonly records: RecordBuilder,
+    private readonly reporter: OutcomeReporter,
+    private readonly failures: TransactionFailures,
+    @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+  ) {}
+
+  async run<T>(route: ResolvedRouteOptions, context: IdempotencyContext, work: InboxWork<T>): Promise<InboxResult<T>> {
+    let claim;
+    try {
+      if (this.leases.draining) throw this.service.shuttingDown();
+      claim = (await this.service.begin(context, route))!;
+    } catch (err) {
+      if (!(err instanceof IdempotentReplay)) throw err;
+      return { value: replayedValue(err.response) as T, duplicate: true };
+    }
+    if (route.transactional) return { value: await this.inTransaction(route, claim, work), duplicate: false };
+    this.leases.hold(claim);
+    let value: T;
+    try {
+      value = await work(undefined);
+    } catch (err) {
+      await this.service.release(claim).finally(() => this.leases.unhold(claim));
+      throw err;
+    }
+    await this.service.commit(claim, this.stored(route, value), () => this.leases.unhold(claim));
+    return { value, duplicate: false };
+  }
+
+  /**
+   * Never throws: a value that cannot be stored settles the key with a refusal, so it is neither held
+   * nor run again. The first value of each handler or consumer is looked at for types JSON changes
+   * (a Date, a class instance, a Map): a duplicate would read it back otherwise, which is said once.
+   */
+  private stored(route: ResolvedRouteOptions, value: unknown) {
+    if (!this.looked.has(route)) {
+      this.looked.add(route);
+      const lossy = lossyPart(value);
+      if (lossy) this.logger.warn(LOGS.lossyValue(route.id, lossy));
+    }
+    return storedValue(value, route.id, this.options.maxResponseBytes, this.logger);
+  }
+
+  /**
+   * `work` and the fenced completion of the claim in one transaction of the `transactions` port: the
+   * record commits with the work's writes or not at all. The lease is `transactionTimeoutMs`, never
+   * renewed: a delivery after it may run the work again, and this one's completion then matches no
+   * row, so its writes roll back.
+   */
+  private async inTransaction<T>(route: ResolvedRouteOptions, claim: ActiveClaim, work: InboxWork<T>): Promise<T> {
+    const { transactions, store } = this.options;
+    const state = { started: false, completed: false, failed: false };
+    let value!: T;
+    try {
+      await transactions!.run(async (sql) => {
+        state.started = true;
+        try {
+          value = await work(sql);
+        } catch (err) {
+          state.failed = true;
+          throw err;
+        }
+        const done = await store.completeIn!(
+          sql,
+          claim.storeKey,
+          claim.owner,
+          this.records.record(claim, this.stored(route, value)),
+          claim.ttlMs,
+        );
+        if (!done) throw new LeaseLost();
+        state.completed = true;
+      });
+    } catch (err) {
+      throw (await this.failures.settle(claim, err, state, 'key')) ?? err;
+    }
+    this.reporter.settled(claim, 'executed', 200);
+    return value;
+  }
+}

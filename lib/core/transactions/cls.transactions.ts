@@ -1,0 +1,44 @@
+import { FAILURES } from '../../shared/messages/operator.messages.js';
+import type { IdempotencyTransactions, SqlExecutor } from '../../shared/interfaces/idempotency-transactions.interface.js';
+
+/**
+ * The part of `TransactionHost` (`@nestjs-cls/transactional`) used here, so this package needs
+ * neither nestjs-cls nor the adapter installed: it is handed the instance the application already has.
+ */
+export interface TransactionHostLike<Tx> {
+  /** The transaction of the current CLS context (the adapter's client, entity manager or Kysely transaction). */
+  readonly tx: Tx;
+  /** Runs `fn` in a transaction, joining the one already active (the default propagation, `REQUIRED`). */
+  withTransaction<R>(fn: () => Promise<R>): Promise<R>;
+}
+
+/**
+ * Runs one statement on the adapter's transaction object and returns its rows, or a result holding
+ * them as `rows`. See the README for Kysely, Knex, Drizzle and MikroORM.
+ */
+export type TransactionQuery<Tx> = (tx: Tx, text: string, values: unknown[]) => Promise<unknown>;
+
+/** `tx.query(text, values)`: a node-postgres client, a TypeORM `EntityManager`. */
+const callQuery: TransactionQuery<unknown> = (tx, text, values) =>
+  (tx as { query(text: string, values: unknown[]): Promise<unknown> }).query(text, values);
+
+function rowsOf(result: unknown): unknown[] {
+  if (Array.isArray(result)) return result;
+  const rows = (result as { rows?: unknown } | null | undefined)?.rows;
+  if (Array.isArray(rows)) return rows;
+  throw new Error(FAILURES.noRows);
+}
+
+/**
+ * {@link IdempotencyTransactions} on `@nestjs-cls/transactional`: the handler runs in
+ * `txHost.withTransaction()`, so the `@Transactional()` services it calls join the same transaction,
+ * and the idempotency record is completed on `txHost.tx`. `query` says how to run SQL on `txHost.tx`
+ * when it has no `query(text, values)` of its own.
+ */
+export function clsTransactions<Tx>(
+  txHost: TransactionHostLike<Tx>,
+  query: TransactionQuery<Tx> = callQuery,
+): IdempotencyTransactions {
+  const sql: SqlExecutor = { query: async (text, values) => rowsOf(await query(txHost.tx, text, values)) };
+  return { run: (work) => txHost.withTransaction(() => work(sql)) };
+}
