@@ -14,7 +14,9 @@ const reports = process.argv.slice(2).map((file) => [file, JSON.parse(readFileSy
 const files = execFileSync('git', ['ls-files', 'lib'], { encoding: 'utf8' })
   .trim()
   .split('\n')
-  .filter((f) => f.endsWith('.ts') && f !== 'lib/index.ts' && !f.startsWith('lib/testing/') && !f.startsWith('lib/shared/interfaces/'));
+  .filter(
+    (f) => f.endsWith('.ts') && f !== 'lib/index.ts' && !f.startsWith('lib/testing/') && !f.startsWith('lib/shared/interfaces/'),
+  );
 const total = { detected: 0, survived: 0, noCoverage: 0 };
 const withSurvivors = [];
 const unmeasured = [];

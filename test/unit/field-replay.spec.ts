@@ -18,7 +18,14 @@ import {
   GraphQLUnionType,
   Kind,
 } from 'graphql';
-import { fieldOutput, loadGraphqlJs, probeSchema, readOutput, storedOutput, TYPE_KEY } from '../../lib/transports/graphql/field-output.js';
+import {
+  fieldOutput,
+  loadGraphqlJs,
+  probeSchema,
+  readOutput,
+  storedOutput,
+  TYPE_KEY,
+} from '../../lib/transports/graphql/field-output.js';
 import { replayField } from '../../lib/transports/graphql/field-replay.js';
 
 // What a client receives for a mutation field, stored, and answered again through the schema: on a
