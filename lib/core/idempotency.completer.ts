@@ -7,13 +7,13 @@ import {
   type OnApplicationBootstrap,
 } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
-import { randomUUID } from 'node:crypto';
 import { IDEMPOTENCY_MODULE_OPTIONS, PHASED_WORKFLOW_METADATA } from '../shared/idempotency.constants.js';
 import { LOGS } from '../shared/messages/operator.messages.js';
-import type { ActiveClaim } from '../shared/interfaces/active-claim.interface.js';
 import type { AbandonedRun } from '../shared/interfaces/recovery-point.interface.js';
 import type { ResolvedIdempotencyOptions } from '../shared/interfaces/resolved-options.interface.js';
 import type { StoredResponse } from '../shared/interfaces/stored-response.interface.js';
+import { openClaim } from './claim.opener.js';
+import { KeyClaimer } from './key.claimer.js';
 import { LeaseRenewer } from './lease.renewer.js';
 import { CompleterBackoff } from './phases/completer.backoff.js';
 import { endsTheRun } from './phases/phase-error.classifier.js';
@@ -62,6 +62,7 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, BeforeAppli
     private readonly scanner: MetadataScanner,
     private readonly leases: LeaseRenewer,
     private readonly records: RecordBuilder,
+    private readonly claimer: KeyClaimer,
   ) {
     this.backoff = new CompleterBackoff(options.completer.idleMs, MAX_ATTEMPTS);
   }
@@ -132,22 +133,10 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, BeforeAppli
       this.logger.warn(LOGS.completerUnknown(name));
       return false;
     }
-    const owner = randomUUID();
     const { key, fingerprint } = abandoned;
-    const claim: ActiveClaim = {
-      key,
-      storeKey: key,
-      owner,
-      fingerprint,
-      ttlMs,
-      route: `completer ${name}`,
-      leaseMs,
-      claimedAt: Date.now(),
-      method: undefined,
-      storeMs: 0,
-    };
+    const claim = openClaim(key, key, fingerprint, { id: `completer ${name}`, ttlMs, leaseMs });
     try {
-      if ((await store.claim(key, { owner, fingerprint, leaseMs })).state !== 'claimed') return false;
+      if ((await this.claimer.take(claim)).state !== 'claimed') return false;
     } catch (err) {
       this.logger.warn(LOGS.completerFailed(name, (err as Error).message));
       return false;
@@ -176,7 +165,7 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, BeforeAppli
       return false;
     } finally {
       // The recovery point stays, now with every phase: the client's retry renders the response from it.
-      await store.release(key, owner).catch(() => undefined);
+      await this.claimer.free(claim);
       this.leases.unhold(claim);
     }
   }

@@ -1,5 +1,4 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import { randomUUID } from 'node:crypto';
 import { IDEMPOTENCY_MODULE_OPTIONS } from '../shared/idempotency.constants.js';
 import { MESSAGES } from '../shared/messages/client.messages.js';
 import { LOGS } from '../shared/messages/operator.messages.js';
@@ -17,6 +16,9 @@ import { RecordCommitter } from './record.committer.js';
 import { storeKey } from '../shared/utils/key.util.js';
 import { DuplicateWaiters } from './waiting/duplicate.waiters.js';
 import { KeyClaimer, type Seen } from './key.claimer.js';
+import { openClaim } from './claim.opener.js';
+import { LeaseLost } from '../shared/exceptions/lease-lost.error.js';
+import type { SqlExecutor } from '../shared/interfaces/idempotency-transactions.interface.js';
 
 /** Written to, never read: nothing observes outcomes. */
 const UNOBSERVED: Seen = { key: undefined, storeMs: 0 };
@@ -75,19 +77,8 @@ export class IdempotencyService {
     const made = call.fingerprint(route);
     const fingerprint = typeof made === 'string' ? made : await made;
 
-    const claim: ActiveClaim = {
-      key,
-      storeKey: storeKey(keyPrefix, scope, key),
-      owner: randomUUID(),
-      fingerprint,
-      ttlMs: route.ttlMs,
-      route: route.id,
-      leaseMs: route.leaseMs,
-      claimedAt: Date.now(),
-      method: call.method,
-      storeMs: 0,
-      onSettled: route.waitMs > 0 ? this.waiters.settled : undefined,
-    };
+    const onSettled = route.waitMs > 0 ? this.waiters.settled : undefined;
+    const claim = openClaim(key, storeKey(keyPrefix, scope, key), fingerprint, route, call.method, onSettled);
     return this.claimer.claim(call, route, claim, seen);
   }
 
@@ -105,6 +96,30 @@ export class IdempotencyService {
   async commit(claim: ActiveClaim, response: StoredResponse, settled?: () => void): Promise<void> {
     claim.settling = true;
     await this.committer.commit(claim, this.records.record(claim, response), response.status, settled);
+  }
+
+  /**
+   * The fenced completion of the claim as the last statement of the application's transaction, so the
+   * record commits with the work's writes or not at all. Throws `LeaseLost` when the claim is not ours
+   * any more (its lease ran out and another request took the key).
+   */
+  async completeIn(sql: SqlExecutor, claim: ActiveClaim, response: StoredResponse): Promise<void> {
+    const startedAt = this.observer.now();
+    const { storeKey, owner, ttlMs } = claim;
+    const done = await this.options.store.completeIn!(sql, storeKey, owner, this.records.record(claim, response), ttlMs);
+    claim.storeMs += this.observer.stored('commit', startedAt);
+    if (!done) throw new LeaseLost();
+  }
+
+  /**
+   * Fails closed once a claim is held but the store cannot say what the key holds (BEGIN failed, the
+   * recovery point is unreadable): logs `why` at error level, frees the key and answers 503.
+   */
+  async unavailable(claim: ActiveClaim, why: string): Promise<IdempotencyException> {
+    this.logger.error(why);
+    const answer = IdempotencyException.of('store-unavailable', MESSAGES.unavailable);
+    await this.release(claim, 'store-unavailable', answer);
+    return answer;
   }
 
   /**

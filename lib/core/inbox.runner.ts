@@ -9,8 +9,6 @@ import type { SqlExecutor } from '../shared/interfaces/idempotency-transactions.
 import type { InboxResult } from '../shared/interfaces/inbox-options.interface.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from '../shared/interfaces/resolved-options.interface.js';
 import { LeaseRenewer } from './lease.renewer.js';
-import { RecordBuilder } from './record.builder.js';
-import { LeaseLost } from '../shared/exceptions/lease-lost.error.js';
 import { TransactionFailures } from './transaction.failures.js';
 import { lossyPart } from './values/lossy-value.js';
 import { replayedValue, storedValue } from './values/stored-value.js';
@@ -33,7 +31,6 @@ export class InboxRunner {
   constructor(
     private readonly service: IdempotencyService,
     private readonly leases: LeaseRenewer,
-    private readonly records: RecordBuilder,
     private readonly reporter: OutcomeReporter,
     private readonly failures: TransactionFailures,
     @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
@@ -82,7 +79,7 @@ export class InboxRunner {
    * row, so its writes roll back.
    */
   private async inTransaction<T>(route: ResolvedRouteOptions, claim: ActiveClaim, work: InboxWork<T>): Promise<T> {
-    const { transactions, store } = this.options;
+    const { transactions } = this.options;
     const state = { started: false, completed: false, failed: false };
     let value!: T;
     try {
@@ -94,14 +91,7 @@ export class InboxRunner {
           state.failed = true;
           throw err;
         }
-        const done = await store.completeIn!(
-          sql,
-          claim.storeKey,
-          claim.owner,
-          this.records.record(claim, this.stored(route, value)),
-          claim.ttlMs,
-        );
-        if (!done) throw new LeaseLost();
+        await this.service.completeIn(sql, claim, this.stored(route, value));
         state.completed = true;
       });
     } catch (err) {

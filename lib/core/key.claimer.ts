@@ -46,24 +46,43 @@ export class KeyClaimer {
 
   /** Claims `claim`'s key: the claim when the key was free, else the answer thrown. */
   async claim(call: IdempotencyContext, route: ResolvedRouteOptions, claim: ActiveClaim, seen: Seen): Promise<ActiveClaim> {
-    return this.decideOn(call, route, claim, await this.claimKey(claim, route, seen), seen);
+    return this.decideOn(call, route, claim, await this.claimKey(claim, seen), seen);
   }
 
-  /** One claim round trip. A store that fails gets the claim released as soon as it answers, and this request a 503. */
-  private async claimKey(claim: ActiveClaim, route: ResolvedRouteOptions, seen: Seen): Promise<ClaimOutcome> {
+  /** One claim round trip for a request: a store that fails answers this request 503. */
+  private async claimKey(claim: ActiveClaim, seen: Seen): Promise<ClaimOutcome> {
+    try {
+      return await this.take(claim, seen);
+    } catch (err) {
+      // Fail closed: without the store there is no telling whether this key already ran.
+      this.logger.error(LOGS.claimFailed(claim.route, (err as Error).message));
+      throw IdempotencyException.of('store-unavailable', MESSAGES.unavailable);
+    }
+  }
+
+  /**
+   * One claim round trip, the store's answer as it is: what the completer, which has no request to
+   * answer, claims a run with. A store that fails throws its error, and the claim is released as soon
+   * as the store answers again.
+   */
+  async take(claim: ActiveClaim, seen: Seen = { key: undefined, storeMs: 0 }): Promise<ClaimOutcome> {
     const startedAt = this.observer.now();
     try {
-      const { owner, fingerprint } = claim;
-      const outcome = await this.options.store.claim(claim.storeKey, { owner, fingerprint, leaseMs: route.leaseMs });
+      const { owner, fingerprint, leaseMs } = claim;
+      const outcome = await this.options.store.claim(claim.storeKey, { owner, fingerprint, leaseMs });
       claim.storeMs = seen.storeMs += this.observer.stored('claim', startedAt);
       return outcome;
     } catch (err) {
       seen.storeMs += this.observer.stored('claim', startedAt, err);
-      // Fail closed: without the store there is no telling whether this key already ran.
-      this.logger.error(LOGS.claimFailed(route.id, (err as Error).message));
       this.releaseWhenAnswered(claim);
-      throw IdempotencyException.of('store-unavailable', MESSAGES.unavailable);
+      throw err;
     }
+  }
+
+  /** Frees a claim nothing was run under, and wakes its waiters. Never throws: a claim left behind lapses with its lease. */
+  async free(claim: ActiveClaim): Promise<void> {
+    await this.options.store.release(claim.storeKey, claim.owner).catch(() => undefined);
+    this.waiters.settled(claim.storeKey);
   }
 
   private decideOn(
@@ -119,7 +138,7 @@ export class KeyClaimer {
       for (let woken = true; ; woken = await waiter.next(leaseLook(route.leaseMs))) {
         const again = { ...claim, claimedAt: Date.now() };
         // Another waiter of this process won the key with its look: this one waits for its settle.
-        const outcome = (await this.waiters.look(claim.storeKey, () => this.claimKey(again, route, seen))) ?? {
+        const outcome = (await this.waiters.look(claim.storeKey, () => this.claimKey(again, seen))) ?? {
           state: 'in-flight',
           fingerprint: claim.fingerprint,
         };
@@ -132,8 +151,7 @@ export class KeyClaimer {
   }
 
   private async giveBack(claim: ActiveClaim): Promise<never> {
-    await this.options.store.release(claim.storeKey, claim.owner).catch(() => undefined);
-    this.waiters.settled(claim.storeKey);
+    await this.free(claim);
     throw IdempotencyException.of('shutting-down', MESSAGES.shuttingDown);
   }
 

@@ -31,6 +31,14 @@ export class TransactionFailures {
     private readonly reporter: OutcomeReporter,
   ) {}
 
+  /**
+   * The answer to work whose own statement lost a serialization conflict or a deadlock: its writes are
+   * rolled back and a retry may well succeed, so the caller hears 409 (retry) rather than the error.
+   */
+  retryable(err: unknown): IdempotencyException | undefined {
+    return ROLLED_BACK.has(sqlState(err)) ? IdempotencyException.of('not-committed', MESSAGES.notCommitted) : undefined;
+  }
+
   /** `keyName` names the key in the timed-out message: the key header on HTTP. */
   async settle(
     claim: ActiveClaim,
@@ -45,10 +53,7 @@ export class TransactionFailures {
     }
     if (!state.started) {
       // No transaction, so no work: BEGIN failed.
-      this.logger.error(LOGS.beginFailed(claim.route, reason(err)));
-      const unavailable = IdempotencyException.of('store-unavailable', MESSAGES.unavailable);
-      await this.service.release(claim, 'store-unavailable', unavailable);
-      return unavailable;
+      return this.service.unavailable(claim, LOGS.beginFailed(claim.route, reason(err)));
     }
     if (err instanceof LeaseLost) {
       // Not ours any more: the request that took the key over answers retries.

@@ -56,8 +56,8 @@ export function createProtocol(options: IdempotencyModuleOptions = {}, moduleRef
   const leases = new LeaseRenewer(resolved, observer);
   renewers.add(leases);
   const failures = new TransactionFailures(service, reporter);
-  const transactions = new TransactionRunner(failures, resolved, observer, reporter, records);
-  const inbox = new InboxRunner(service, leases, records, reporter, failures, resolved);
+  const transactions = new TransactionRunner(failures, resolved, service, reporter);
+  const inbox = new InboxRunner(service, leases, reporter, failures, resolved);
   const acks = new MessageAcknowledger();
   const messages = new MessageRunner(inbox, acks, resolved);
   const graphql = new GraphqlRunner(inbox, identities, resolved);

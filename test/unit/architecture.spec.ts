@@ -86,6 +86,20 @@ function broken(edges: readonly (readonly [string, string])[]): string[] {
     .map(([file, target]) => `${file} -> ${target}`);
 }
 
+/** A call of a store's settling methods: `store.claim(`, `this.options.store.commit(`, `store.completeIn!(`. */
+const STORE_CALL = /\bstore!?\.(claim|commit|release|completeIn|finishIn)!?\(/;
+
+/**
+ * The files outside core/ and stores/ (and the shipped store contract suite, testing/, which exists to
+ * call them) whose source calls a store's claim, commit, release, completeIn or finishIn: the claim
+ * and every way a claim settles belong to the core.
+ */
+function storeCallers(sources: readonly (readonly [string, string])[]): string[] {
+  return sources
+    .filter(([file, source]) => !/^(core|stores|testing)\//.test(file) && STORE_CALL.test(source))
+    .map(([file]) => file);
+}
+
 function files(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
     e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
@@ -144,6 +158,21 @@ describe('lib/ architecture (docs/architecture.md)', () => {
         ['core/key.claimer.ts', 'core/waiting/duplicate.waiters.ts'],
       ]),
     ).toEqual([]);
+  });
+
+  it('only core/ and stores/ call a store to claim, commit, release or complete a key', () => {
+    expect(storeCallers(all.map((f) => [relative('lib', f), readFileSync(f, 'utf8')] as const))).toEqual([]);
+    // What the rule catches, and what it lets by: a capability check is no call.
+    expect(
+      storeCallers([
+        ['transports/http/transaction.runner.ts', 'const done = await store.completeIn!(sql, claim.storeKey);'],
+        ['transports/inbox/x.ts', 'await this.options.store.release(claim.storeKey, claim.owner);'],
+        ['ops/admin/x.ts', 'await store.claim(key, claim);'],
+        ['shared/options/x.ts', "if (typeof module.store.completeIn !== 'function') {}"],
+        ['core/x.ts', 'await this.options.store.commit(k, o, r, t);'],
+        ['nest/x.ts', 'await this.service.release(claim);'],
+      ]),
+    ).toEqual(['transports/http/transaction.runner.ts', 'transports/inbox/x.ts', 'ops/admin/x.ts']);
   });
 
   it('small files: none over 250 lines (the files of sentences too), the protocol service under 200', () => {

@@ -6,7 +6,6 @@ import { LeaseLost } from '../../shared/exceptions/lease-lost.error.js';
 import { writeAnswer } from './answer.writer.js';
 import { type HandlerEvents, HandlerRun, type ResponseStart, type RunSettlement } from './handler.run.js';
 import type { OutcomeReporter } from '../../ops/events/outcome.reporter.js';
-import { MESSAGES } from '../../shared/messages/client.messages.js';
 import { LOGS } from '../../shared/messages/operator.messages.js';
 import type { IdempotencyService } from '../../core/idempotency.service.js';
 import type { ActiveClaim } from '../../shared/interfaces/active-claim.interface.js';
@@ -15,7 +14,6 @@ import type { StoredResponse } from '../../shared/interfaces/stored-response.int
 import type { LeaseRenewer } from '../../core/lease.renewer.js';
 import type { PhasedRun } from '../../core/phases/phased.run.js';
 import type { TransactionFailures } from '../../core/transaction.failures.js';
-import { ROLLED_BACK, sqlState } from '../../core/transactions/sql-states.js';
 
 /** What a phased run's settlement works with: the runner's collaborators. */
 export interface PhaseSettlementDeps {
@@ -114,7 +112,7 @@ export class PhaseSettlement implements RunSettlement, HandlerEvents {
       deps.leases.unhold(claim);
     }
     // A phase's transaction lost a serialization conflict or a deadlock: a retry resumes there.
-    if (!answer && ROLLED_BACK.has(sqlState(err))) answer = IdempotencyException.of('not-committed', MESSAGES.notCommitted);
+    answer ??= deps.failures.retryable(err);
     if (!answer) return this.subscriber.error(err);
     writeAnswer(this.start.response, answer, deps.options);
     this.subscriber.error(answer);

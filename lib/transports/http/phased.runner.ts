@@ -49,10 +49,7 @@ export class PhasedRunner {
     try {
       point = await store.recoveryPoint!(claim.storeKey);
     } catch (err) {
-      this.deps.logger.error(LOGS.recoveryPointUnread(route.id, (err as Error).message));
-      const unavailable = IdempotencyException.of('store-unavailable', MESSAGES.unavailable);
-      await this.service.release(claim, 'store-unavailable', unavailable);
-      throw unavailable;
+      throw await this.service.unavailable(claim, LOGS.recoveryPointUnread(route.id, (err as Error).message));
     }
     if (point && !call.matches(point.fingerprint, claim.fingerprint, route)) {
       const reused = IdempotencyException.of('key-reused', MESSAGES.reused(headerName));

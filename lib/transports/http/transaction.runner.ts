@@ -4,7 +4,6 @@ import { IdempotencyException } from '../../shared/exceptions/idempotency.except
 import { HandlerRun, responseStart } from './handler.run.js';
 import { errorResponse } from '../../shared/exceptions/error.response.js';
 import { writeAnswer } from './answer.writer.js';
-import { IdempotencyObserver } from '../../ops/events/idempotency.observer.js';
 import { OutcomeReporter } from '../../ops/events/outcome.reporter.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from '../../shared/idempotency.constants.js';
 import { MESSAGES } from '../../shared/messages/client.messages.js';
@@ -13,10 +12,9 @@ import type { ActiveClaim } from '../../shared/interfaces/active-claim.interface
 import type { SqlExecutor } from '../../shared/interfaces/idempotency-transactions.interface.js';
 import type { ResolvedIdempotencyOptions } from '../../shared/interfaces/resolved-options.interface.js';
 import type { StoredResponse } from '../../shared/interfaces/stored-response.interface.js';
-import { RecordBuilder } from '../../core/record.builder.js';
+import { IdempotencyService } from '../../core/idempotency.service.js';
 import { LeaseLost } from '../../shared/exceptions/lease-lost.error.js';
 import { TransactionFailures } from '../../core/transaction.failures.js';
-import { ROLLED_BACK, sqlState } from '../../core/transactions/sql-states.js';
 import { withTimeout } from '../../shared/utils/timeout.util.js';
 
 const unavailable = (): IdempotencyException => IdempotencyException.of('store-unavailable', MESSAGES.unavailable);
@@ -45,14 +43,12 @@ export class TransactionRunner {
   constructor(
     private readonly failures: TransactionFailures,
     @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
-    private readonly observer: IdempotencyObserver,
+    private readonly service: IdempotencyService,
     private readonly reporter: OutcomeReporter,
-    private readonly records: RecordBuilder,
   ) {}
 
   run(claim: ActiveClaim, response: object, next: CallHandler): Observable<unknown> {
-    const { transactions, store } = this.options;
-    const { observer } = this;
+    const { transactions } = this.options;
     const start = responseStart(response);
 
     return new Observable<unknown>((subscriber) => {
@@ -107,10 +103,7 @@ export class TransactionRunner {
         if (run.detached) deliver(run.rendered());
         else subscriber.complete();
         const record = await beforeLeaseEnds(final, claim);
-        const startedAt = observer.now();
-        const done = await store.completeIn!(sql, claim.storeKey, claim.owner, this.records.record(claim, record), claim.ttlMs);
-        claim.storeMs += observer.stored('commit', startedAt);
-        if (!done) throw new LeaseLost();
+        await this.service.completeIn(sql, claim, record);
         completed = true;
         committed = record.status;
       };
@@ -126,12 +119,11 @@ export class TransactionRunner {
               .then((answer) => (answer && started ? errorResponse(answer, this.options) : undefined)),
         )
         .then((instead) => {
-          if (handlerError && ROLLED_BACK.has(sqlState(handlerError.error))) {
-            // The handler's own statement lost a serialization conflict or a deadlock: retryable.
+          const retryable = handlerError && this.failures.retryable(handlerError.error);
+          if (retryable) {
             run.stop();
-            const answered = IdempotencyException.of('not-committed', MESSAGES.notCommitted);
-            writeAnswer(response, answered, this.options);
-            subscriber.error(answered);
+            writeAnswer(response, retryable, this.options);
+            subscriber.error(retryable);
           } else if (handlerError) {
             run.stop();
             subscriber.error(handlerError.error);
