@@ -44,6 +44,7 @@ import { OpenApiExplorer } from './ops/openapi/openapi.explorer.js';
 import { resolveModuleOptions } from './shared/options/module-options.resolver.js';
 import { RouteOptionsRegistry } from './nest/route-options.registry.js';
 import { TransactionFailures } from './core/transaction.failures.js';
+import { TransactionSettler } from './core/transaction.settler.js';
 import { TransactionRunner } from './transports/http/transaction.runner.js';
 import { PhasedRunner } from './transports/http/phased.runner.js';
 import { IdempotencyCompleter } from './core/idempotency.completer.js';
@@ -102,6 +103,7 @@ const PROVIDERS = [
   RecordCommitter,
   LeaseRenewer,
   TransactionFailures,
+  TransactionSettler,
   TransactionRunner,
   PhasedRunner,
   InboxRunner,

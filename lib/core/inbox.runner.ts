@@ -1,15 +1,13 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { IdempotentReplay } from '../shared/exceptions/idempotent-replay.exception.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from '../shared/idempotency.constants.js';
-import { OutcomeReporter } from '../ops/events/outcome.reporter.js';
 import { IdempotencyService } from './idempotency.service.js';
-import type { ActiveClaim } from '../shared/interfaces/active-claim.interface.js';
 import type { IdempotencyContext } from '../shared/interfaces/idempotency-context.interface.js';
 import type { SqlExecutor } from '../shared/interfaces/idempotency-transactions.interface.js';
 import type { InboxResult } from '../shared/interfaces/inbox-options.interface.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from '../shared/interfaces/resolved-options.interface.js';
 import { LeaseRenewer } from './lease.renewer.js';
-import { TransactionFailures } from './transaction.failures.js';
+import { TransactionSettler } from './transaction.settler.js';
 import { lossyPart } from './values/lossy-value.js';
 import { replayedValue, storedValue } from './values/stored-value.js';
 import { LOGS } from '../shared/messages/operator.messages.js';
@@ -31,8 +29,7 @@ export class InboxRunner {
   constructor(
     private readonly service: IdempotencyService,
     private readonly leases: LeaseRenewer,
-    private readonly reporter: OutcomeReporter,
-    private readonly failures: TransactionFailures,
+    private readonly transaction: TransactionSettler,
     @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
   ) {}
 
@@ -45,7 +42,10 @@ export class InboxRunner {
       if (!(err instanceof IdempotentReplay)) throw err;
       return { value: replayedValue(err.response) as T, duplicate: true };
     }
-    if (route.transactional) return { value: await this.inTransaction(route, claim, work), duplicate: false };
+    if (route.transactional) {
+      const stored = (value: T) => this.stored(route, value);
+      return { value: await this.transaction.run(claim, async (sql) => work(sql), stored, 'key'), duplicate: false };
+    }
     this.leases.hold(claim);
     let value: T;
     try {
@@ -70,34 +70,5 @@ export class InboxRunner {
       if (lossy) this.logger.warn(LOGS.lossyValue(route.id, lossy));
     }
     return storedValue(value, route.id, this.options.maxResponseBytes, this.logger);
-  }
-
-  /**
-   * `work` and the fenced completion of the claim in one transaction of the `transactions` port: the
-   * record commits with the work's writes or not at all. The lease is `transactionTimeoutMs`, never
-   * renewed: a delivery after it may run the work again, and this one's completion then matches no
-   * row, so its writes roll back.
-   */
-  private async inTransaction<T>(route: ResolvedRouteOptions, claim: ActiveClaim, work: InboxWork<T>): Promise<T> {
-    const { transactions } = this.options;
-    const state = { started: false, completed: false, failed: false };
-    let value!: T;
-    try {
-      await transactions!.run(async (sql) => {
-        state.started = true;
-        try {
-          value = await work(sql);
-        } catch (err) {
-          state.failed = true;
-          throw err;
-        }
-        await this.service.completeIn(sql, claim, this.stored(route, value));
-        state.completed = true;
-      });
-    } catch (err) {
-      throw (await this.failures.settle(claim, err, state, 'key')) ?? err;
-    }
-    this.reporter.settled(claim, 'executed', 200);
-    return value;
   }
 }

@@ -25,6 +25,7 @@ import { MessageAcknowledger } from '../../lib/transports/messages/message.ackno
 import { MessageRunner } from '../../lib/transports/messages/message.runner.js';
 import { GraphqlRunner } from '../../lib/transports/graphql/graphql.runner.js';
 import { PhasedRunner } from '../../lib/transports/http/phased.runner.js';
+import { TransactionSettler } from '../../lib/core/transaction.settler.js';
 import { TransactionRunner } from '../../lib/transports/http/transaction.runner.js';
 import { ScriptedStore } from './scripted-store.js';
 
@@ -56,8 +57,9 @@ export function createProtocol(options: IdempotencyModuleOptions = {}, moduleRef
   const leases = new LeaseRenewer(resolved, observer);
   renewers.add(leases);
   const failures = new TransactionFailures(service, reporter);
-  const transactions = new TransactionRunner(failures, resolved, service, reporter);
-  const inbox = new InboxRunner(service, leases, reporter, failures, resolved);
+  const settler = new TransactionSettler(resolved, service, failures, reporter);
+  const transactions = new TransactionRunner(failures, resolved, settler);
+  const inbox = new InboxRunner(service, leases, settler, resolved);
   const acks = new MessageAcknowledger();
   const messages = new MessageRunner(inbox, acks, resolved);
   const graphql = new GraphqlRunner(inbox, identities, resolved);

@@ -4,17 +4,15 @@ import { IdempotencyException } from '../../shared/exceptions/idempotency.except
 import { HandlerRun, responseStart } from './handler.run.js';
 import { errorResponse } from '../../shared/exceptions/error.response.js';
 import { writeAnswer } from './answer.writer.js';
-import { OutcomeReporter } from '../../ops/events/outcome.reporter.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from '../../shared/idempotency.constants.js';
 import { MESSAGES } from '../../shared/messages/client.messages.js';
 import { LOGS, FAILURES } from '../../shared/messages/operator.messages.js';
 import type { ActiveClaim } from '../../shared/interfaces/active-claim.interface.js';
-import type { SqlExecutor } from '../../shared/interfaces/idempotency-transactions.interface.js';
 import type { ResolvedIdempotencyOptions } from '../../shared/interfaces/resolved-options.interface.js';
 import type { StoredResponse } from '../../shared/interfaces/stored-response.interface.js';
-import { IdempotencyService } from '../../core/idempotency.service.js';
 import { LeaseLost } from '../../shared/exceptions/lease-lost.error.js';
 import { TransactionFailures } from '../../core/transaction.failures.js';
+import { TransactionSettler } from '../../core/transaction.settler.js';
 import { withTimeout } from '../../shared/utils/timeout.util.js';
 
 const unavailable = (): IdempotencyException => IdempotencyException.of('store-unavailable', MESSAGES.unavailable);
@@ -43,18 +41,14 @@ export class TransactionRunner {
   constructor(
     private readonly failures: TransactionFailures,
     @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
-    private readonly service: IdempotencyService,
-    private readonly reporter: OutcomeReporter,
+    private readonly transaction: TransactionSettler,
   ) {}
 
   run(claim: ActiveClaim, response: object, next: CallHandler): Observable<unknown> {
-    const { transactions } = this.options;
     const start = responseStart(response);
 
     return new Observable<unknown>((subscriber) => {
       let started = false; // the transaction is open and the handler subscribed
-      let completed = false; // the completion ran: a failure now is COMMIT's
-      let committed = 0; // the status of the record COMMIT stored
       let handlerError: { error: unknown } | undefined;
       let deliver!: (stored: StoredResponse) => void;
       const final = new Promise<StoredResponse>((resolve) => (deliver = resolve));
@@ -91,7 +85,7 @@ export class TransactionRunner {
           });
         });
 
-      const work = async (sql: SqlExecutor): Promise<void> => {
+      const work = async (): Promise<void> => {
         started = true;
         // The handler is never cut short: rolled back under it, its later writes through txHost.tx
         // would fall back to no transaction at all. A hung one is the database's to end
@@ -99,24 +93,21 @@ export class TransactionRunner {
         await handler();
         run.finished = true; // a returned stream ends the run without completing it
         if (handlerError) throw handlerError.error;
-        // The response now travels through the outer layers to end(), which hands it over here.
+      };
+      // The response now travels through the outer layers to end(), which hands it over here.
+      const record = (): Promise<StoredResponse> => {
         if (run.detached) deliver(run.rendered());
         else subscriber.complete();
-        const record = await beforeLeaseEnds(final, claim);
-        await this.service.completeIn(sql, claim, record);
-        completed = true;
-        committed = record.status;
+        return beforeLeaseEnds(final, claim);
       };
 
-      const outcome: Promise<StoredResponse | undefined> = transactions!
-        .run(work)
+      const outcome: Promise<StoredResponse | undefined> = this.transaction
+        .run(claim, work, record, this.options.headerName)
         .then(
-          () => void this.reporter.settled(claim, 'executed', committed),
-          (err: unknown) =>
-            this.failures
-              .settle(claim, err, { started, failed: handlerError !== undefined, completed }, this.options.headerName)
-              // The handler's own error, or BEGIN's, is answered below; the others replace the response.
-              .then((answer) => (answer && started ? errorResponse(answer, this.options) : undefined)),
+          () => undefined,
+          // The handler's own error, or BEGIN's, is answered below; the others replace the response.
+          (answer: unknown) =>
+            handlerError || !started ? undefined : errorResponse(answer as IdempotencyException, this.options),
         )
         .then((instead) => {
           const retryable = handlerError && this.failures.retryable(handlerError.error);
