@@ -66,7 +66,7 @@ export type {
   PeekedEntry,
   OwnedKey,
   StoreNeeds,
-} from './shared/interfaces/idempotency-store.interface.js';
+} from './stores/contract/idempotency-store.interface.js';
 export type { StoredResponse } from './shared/interfaces/stored-response.interface.js';
 export type { IdempotencyTransactions, SqlExecutor } from './shared/interfaces/idempotency-transactions.interface.js';
 

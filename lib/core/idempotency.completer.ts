@@ -19,6 +19,9 @@ import { CompleterBackoff } from './phases/completer.backoff.js';
 import { endsTheRun } from './phases/phase-error.classifier.js';
 import { PhasedRun } from './phases/phased.run.js';
 import { RecordBuilder } from './record.builder.js';
+import { findsAbandonedRuns } from '../stores/contract/store.capabilities.js';
+import type { IdempotencyStore } from '../stores/contract/idempotency-store.interface.js';
+import type { RecoveryPoints } from '../stores/contract/store-capabilities.interface.js';
 
 type Workflow = (run: PhasedRun, input: unknown) => Promise<unknown>;
 
@@ -69,7 +72,7 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, BeforeAppli
 
   onApplicationBootstrap(): void {
     const { intervalMs } = this.options.completer;
-    if (intervalMs > 0 && this.options.store.abandonedRuns) {
+    if (intervalMs > 0 && findsAbandonedRuns(this.options.store)) {
       this.timer = setInterval(() => void this.completeAbandoned(), intervalMs);
       this.timer.unref();
     }
@@ -109,9 +112,10 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, BeforeAppli
   private async look(): Promise<number> {
     this.discover();
     const { store, completer } = this.options;
+    if (!findsAbandonedRuns(store)) return 0;
     let runs: AbandonedRun[];
     try {
-      runs = (await store.abandonedRuns?.(completer.idleMs, completer.batch)) ?? [];
+      runs = await store.abandonedRuns(completer.idleMs, completer.batch);
     } catch (err) {
       this.logger.warn(LOGS.completerFailed('(looking)', (err as Error).message));
       return 0;
@@ -119,14 +123,14 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, BeforeAppli
     let finished = 0;
     for (const run of runs) {
       if (this.closing) break;
-      if (this.backoff.due(run.key) && (await this.complete(run))) finished++;
+      if (this.backoff.due(run.key) && (await this.complete(run, store))) finished++;
     }
     return finished;
   }
 
   /** Claims the run's key and calls its workflow; `false` when a client holds it, or it failed. */
-  private async complete(abandoned: AbandonedRun): Promise<boolean> {
-    const { store, transactions, leaseMs, ttlMs } = this.options;
+  private async complete(abandoned: AbandonedRun, store: IdempotencyStore & RecoveryPoints): Promise<boolean> {
+    const { transactions, leaseMs, ttlMs } = this.options;
     const name = abandoned.workflow!;
     const workflow = this.workflows.get(name);
     if (!workflow) {
@@ -144,7 +148,7 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, BeforeAppli
     this.leases.hold(claim);
     try {
       // Read again under the claim: a client may have moved the run on since the look.
-      const point = await store.recoveryPoint!(key);
+      const point = await store.recoveryPoint(key);
       if (!point || point.fingerprint !== fingerprint) return false;
       const record = (response: Parameters<RecordBuilder['record']>[1]) => this.records.record(claim, response);
       const run = new PhasedRun(claim, point, { transactions: transactions!, store, record }, true);

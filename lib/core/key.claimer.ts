@@ -7,7 +7,7 @@ import { IdempotentReplay } from '../shared/exceptions/idempotent-replay.excepti
 import { IdempotencyObserver } from '../ops/events/idempotency.observer.js';
 import type { ActiveClaim } from '../shared/interfaces/active-claim.interface.js';
 import type { IdempotencyContext } from '../shared/interfaces/idempotency-context.interface.js';
-import type { ClaimOutcome } from '../shared/interfaces/idempotency-store.interface.js';
+import type { ClaimOutcome } from '../stores/contract/idempotency-store.interface.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from '../shared/interfaces/resolved-options.interface.js';
 import { RecordBuilder } from './record.builder.js';
 import { DuplicateWaiters } from './waiting/duplicate.waiters.js';

@@ -7,7 +7,7 @@ import { isRefusal } from './values/stored-value.js';
 import { MESSAGES } from '../shared/messages/client.messages.js';
 import { LOGS } from '../shared/messages/operator.messages.js';
 import type { ActiveClaim } from '../shared/interfaces/active-claim.interface.js';
-import type { IdempotencyRecord } from '../shared/interfaces/idempotency-store.interface.js';
+import type { IdempotencyRecord } from '../stores/contract/idempotency-store.interface.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from '../shared/interfaces/resolved-options.interface.js';
 import type { StoredResponse } from '../shared/interfaces/stored-response.interface.js';
 

@@ -4,7 +4,7 @@ import { OutcomeReporter } from '../ops/events/outcome.reporter.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from '../shared/idempotency.constants.js';
 import { LOGS } from '../shared/messages/operator.messages.js';
 import type { ActiveClaim } from '../shared/interfaces/active-claim.interface.js';
-import type { IdempotencyRecord } from '../shared/interfaces/idempotency-store.interface.js';
+import type { IdempotencyRecord } from '../stores/contract/idempotency-store.interface.js';
 import type { ResolvedIdempotencyOptions } from '../shared/interfaces/resolved-options.interface.js';
 
 /** First pause before a failed commit is tried again; it doubles up to {@link MAX_COMMIT_RETRY_MS}. */

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import type { IdempotencyRecord } from '../shared/interfaces/idempotency-store.interface.js';
+import type { IdempotencyRecord } from '../stores/contract/idempotency-store.interface.js';
 
 /** Binary, newlines and non-ASCII: what a store must keep byte for byte. */
 export const sampleRecord = (fingerprint: string): IdempotencyRecord => ({

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import type { IdempotencyStore } from '../shared/interfaces/idempotency-store.interface.js';
+import type { IdempotencyStore } from '../stores/contract/idempotency-store.interface.js';
 import { same, sampleRecord } from './store-contract.assertions.js';
 import type { ContractContext } from './store-contract.optional.js';
 

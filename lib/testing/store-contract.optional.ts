@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import type { IdempotencyClaim, IdempotencyStore } from '../shared/interfaces/idempotency-store.interface.js';
+import type { IdempotencyClaim, IdempotencyStore } from '../stores/contract/idempotency-store.interface.js';
 import { near, same, sampleRecord } from './store-contract.assertions.js';
 import type { OptionalStoreMethod, StoreContractOptions } from './store-contract.options.js';
 

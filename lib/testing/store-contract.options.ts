@@ -1,4 +1,4 @@
-import type { IdempotencyStore } from '../shared/interfaces/idempotency-store.interface.js';
+import type { IdempotencyStore } from '../stores/contract/idempotency-store.interface.js';
 
 /** The two functions of a test framework the suite needs: jest, vitest and `node:test` all have them. */
 export interface ContractFramework {

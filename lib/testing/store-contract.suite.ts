@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import type { IdempotencyClaim, IdempotencyStore } from '../shared/interfaces/idempotency-store.interface.js';
+import type { IdempotencyClaim, IdempotencyStore } from '../stores/contract/idempotency-store.interface.js';
 import { pause, same, sampleRecord } from './store-contract.assertions.js';
 import { keyIdentityTests, sharedBackendTest } from './store-contract.keys.js';
 import { optionalReadTests, renewAllTest, wakeupTest } from './store-contract.optional.js';

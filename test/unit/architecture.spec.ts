@@ -10,8 +10,10 @@ import { dirname, join, normalize, relative } from 'node:path';
 const SHARED = ['shared', 'shared/interfaces', 'shared/messages', 'shared/utils', 'shared/exceptions', 'shared/options'];
 /** One idempotent run: the claim, the records, the lease, the waiting duplicates, recovery points, transactions, values. */
 const CORE = ['core', 'core/phases', 'core/transactions', 'core/values', 'core/waiting'];
-/** A store: its own folder, what the stores share, the shared types. Never another store. */
-const store = (name: string) => [`stores/${name}`, 'stores/shared', ...SHARED];
+/** What a store must and may do: the required interface, the optional capabilities and their guards. */
+const CONTRACT = 'stores/contract';
+/** A store: its own folder, what the stores share, the contract, the shared types. Never another store. */
+const store = (name: string) => [`stores/${name}`, 'stores/shared', CONTRACT, ...SHARED];
 
 /**
  * Issue 45 step 1 moved the files into this tree; what the next steps remove is listed here, so a
@@ -26,17 +28,18 @@ const PENDING: Readonly<Record<string, readonly string[]>> = {
 
 const RULES: Readonly<Record<string, readonly string[]>> = {
   shared: [],
-  'shared/interfaces': [],
+  // The module's options name the store contract (types only; the contract imports these types, not back).
+  'shared/interfaces': [CONTRACT],
   // Every sentence a client, an operator or a developer reads: text, knowing nothing but the error codes.
   'shared/messages': ['shared/interfaces'],
   'shared/utils': ['shared/messages'],
   'shared/exceptions': ['shared', 'shared/interfaces', 'shared/messages'],
-  'shared/options': ['shared', 'shared/interfaces', 'shared/messages', 'shared/utils'],
-  core: [...CORE, ...SHARED],
-  'core/phases': SHARED,
+  'shared/options': ['shared', 'shared/interfaces', 'shared/messages', 'shared/utils', CONTRACT],
+  core: [...CORE, ...SHARED, CONTRACT],
+  'core/phases': [...SHARED, CONTRACT],
   'core/transactions': SHARED,
   'core/values': SHARED,
-  'core/waiting': SHARED,
+  'core/waiting': [...SHARED, CONTRACT],
   // A transport imports itself, the core and shared: never another transport.
   'transports/http': [...CORE, ...SHARED],
   'transports/graphql': ['core', 'core/values', ...SHARED],
@@ -46,21 +49,22 @@ const RULES: Readonly<Record<string, readonly string[]>> = {
   'stores/redis': store('redis'),
   'stores/postgres': store('postgres'),
   'stores/sqlite': store('sqlite'),
-  'stores/shared': SHARED,
+  'stores/shared': [...SHARED, CONTRACT],
+  [CONTRACT]: ['shared/interfaces'],
   // The deprecated names of earlier releases, one file: what they stand for.
   stores: ['stores/memory', 'stores/redis', ...SHARED],
   'ops/events': SHARED,
   // The admin opens a sealed record to show it; the sealer encrypts a record in the stores' byte format.
-  'ops/admin': ['ops/encryption', ...SHARED],
-  'ops/encryption': ['stores/shared', ...SHARED],
+  'ops/admin': ['ops/encryption', CONTRACT, ...SHARED],
+  'ops/encryption': ['stores/shared', CONTRACT, ...SHARED],
   // Health and OpenAPI read the routes the Nest layer registered.
-  'ops/health': ['nest', ...SHARED],
+  'ops/health': ['nest', CONTRACT, ...SHARED],
   'ops/openapi': ['nest', ...SHARED],
   // The Nest layer: the interceptor dispatches to the transports; decorators apply it.
   nest: [...CORE, 'nest/decorators', 'transports/http', 'transports/graphql', 'transports/messages', ...SHARED],
   'nest/decorators': ['nest', 'core/phases', 'transports/http', ...SHARED],
   // The second public entry (nestjs-idempotency/testing): only the public types, never the module.
-  testing: ['shared/interfaces'],
+  testing: ['shared/interfaces', CONTRACT],
 };
 
 /** The folders that are groups of homes. */
@@ -148,8 +152,11 @@ describe('lib/ architecture (docs/architecture.md)', () => {
         ['shared/utils/key.util.ts', 'core/key.claimer.ts'],
         ['transports/http/handler.run.ts', 'nest/idempotency.interceptor.ts'],
         ['unknown/file.ts', 'shared/utils/key.util.ts'],
+        // The contract knows no store, and a transport settles through the core, not the store.
+        ['stores/contract/store.capabilities.ts', 'stores/memory/in-memory.store.ts'],
+        ['transports/http/transaction.runner.ts', 'stores/contract/store.capabilities.ts'],
       ]),
-    ).toHaveLength(7);
+    ).toHaveLength(9);
     // Inside a home, and the pending edges, pass.
     expect(
       broken([
@@ -183,9 +190,15 @@ describe('lib/ architecture (docs/architecture.md)', () => {
   });
 
   it('only index.ts and the module know every store; the request path never imports one', () => {
-    // The record codec is the byte format, not a store: the sealer encrypts a record in it.
+    // The contract is no store; the record codec is the byte format, not a store: the sealer encrypts a record in it.
     const importers = edges
-      .filter(([file, t]) => t.startsWith('stores/') && t !== 'stores/shared/store-value.codec.ts' && !file.startsWith('stores/'))
+      .filter(
+        ([file, t]) =>
+          t.startsWith('stores/') &&
+          !t.startsWith(`${CONTRACT}/`) &&
+          t !== 'stores/shared/store-value.codec.ts' &&
+          !file.startsWith('stores/'),
+      )
       .map(([file]) => file);
     expect([...new Set(importers)].sort()).toEqual(['idempotency.module.ts', 'index.ts']);
   });

@@ -6,7 +6,7 @@ import { FINISHED } from '../../shared/idempotency.constants.js';
 import { MESSAGES } from '../../shared/messages/client.messages.js';
 import { FAILURES, LOGS } from '../../shared/messages/operator.messages.js';
 import type { ActiveClaim } from '../../shared/interfaces/active-claim.interface.js';
-import type { IdempotencyRecord, IdempotencyStore } from '../../shared/interfaces/idempotency-store.interface.js';
+import type { IdempotencyRecord, IdempotencyStore } from '../../stores/contract/idempotency-store.interface.js';
 import type { IdempotencyTransactions, SqlExecutor } from '../../shared/interfaces/idempotency-transactions.interface.js';
 import type { RecoveryPoint } from '../../shared/interfaces/recovery-point.interface.js';
 import type { StoredResponse } from '../../shared/interfaces/stored-response.interface.js';

@@ -1,7 +1,7 @@
 import { type BeforeApplicationShutdown, Inject, Injectable, Logger } from '@nestjs/common';
 import { IDEMPOTENCY_MODULE_OPTIONS } from '../../shared/idempotency.constants.js';
 import { LOGS } from '../../shared/messages/operator.messages.js';
-import type { ClaimOutcome } from '../../shared/interfaces/idempotency-store.interface.js';
+import type { ClaimOutcome } from '../../stores/contract/idempotency-store.interface.js';
 import type { ResolvedIdempotencyOptions } from '../../shared/interfaces/resolved-options.interface.js';
 import { calledOrAt } from '../../shared/utils/timeout.util.js';
 import { KeyWaiter } from './key.waiter.js';

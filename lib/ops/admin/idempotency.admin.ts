@@ -7,9 +7,10 @@ import type {
   IdempotencyKeyInfo,
   IdempotencyKeyTarget,
 } from '../../shared/interfaces/idempotency-key-info.interface.js';
-import type { IdempotencyStore } from '../../shared/interfaces/idempotency-store.interface.js';
 import type { ResolvedIdempotencyOptions } from '../../shared/interfaces/resolved-options.interface.js';
 import { storeKey, escapeScope, type Surface, surfaceScope, UNSCOPED } from '../../shared/utils/key.util.js';
+import { inspects } from '../../stores/contract/store.capabilities.js';
+import type { Inspection } from '../../stores/contract/store-capabilities.interface.js';
 
 /** The target options naming a handler's own records, and the surface each is on. */
 const OWNERS: readonly (readonly ['consumer' | 'messageHandler' | 'mutation', Surface])[] = [
@@ -33,7 +34,7 @@ export class IdempotencyAdmin {
   /** What the key holds, or `undefined` when nothing live: state, expiry, status and headers; the body only when asked. */
   async inspect(key: string, options: IdempotencyInspectOptions = {}): Promise<IdempotencyKeyInfo | undefined> {
     const storeKey = this.storeKey(key, options);
-    const entry = await this.store('peek').peek!(storeKey);
+    const entry = await this.store('peek').peek(storeKey);
     if (!entry) return undefined;
     const info = {
       state: entry.state,
@@ -71,12 +72,12 @@ export class IdempotencyAdmin {
 
   /** Deletes the key's claim or record; `true` when there was one. */
   async forget(key: string, options: IdempotencyKeyTarget = {}): Promise<boolean> {
-    return this.store('forget').forget!(this.storeKey(key, options));
+    return this.store('forget').forget(this.storeKey(key, options));
   }
 
-  private store(method: 'peek' | 'forget'): IdempotencyStore {
+  private store<M extends keyof Inspection>(method: M): Pick<Inspection, M> {
     const { store } = this.options;
-    if (typeof store[method] !== 'function') throw new Error(CONFIG_ERRORS.noAdmin(store.constructor.name, method));
+    if (!inspects(store, method)) throw new Error(CONFIG_ERRORS.noAdmin(store.constructor.name, method));
     return store;
   }
 

@@ -2,7 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { IDEMPOTENCY_MODULE_OPTIONS } from '../../shared/idempotency.constants.js';
 import { FAILURES } from '../../shared/messages/operator.messages.js';
-import type { IdempotencyRecord } from '../../shared/interfaces/idempotency-store.interface.js';
+import type { IdempotencyRecord } from '../../stores/contract/idempotency-store.interface.js';
 import type { ResolvedIdempotencyOptions } from '../../shared/interfaces/resolved-options.interface.js';
 import type { StoredResponse } from '../../shared/interfaces/stored-response.interface.js';
 import { decodeRecord, encodeRecord, SEALED_PLACEHOLDER } from '../../stores/shared/store-value.codec.js';

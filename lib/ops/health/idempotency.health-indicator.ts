@@ -4,6 +4,7 @@ import { FAILURES } from '../../shared/messages/operator.messages.js';
 import type { ResolvedIdempotencyOptions } from '../../shared/interfaces/resolved-options.interface.js';
 import { RouteOptionsRegistry } from '../../nest/route-options.registry.js';
 import { withTimeout } from '../../shared/utils/timeout.util.js';
+import { answersPing } from '../../stores/contract/store.capabilities.js';
 
 /** How long a store may take to answer the health check by default, in ms. */
 export const DEFAULT_HEALTH_TIMEOUT_MS = 1000;
@@ -40,7 +41,7 @@ export class IdempotencyHealthIndicator {
     const timeoutMs = options.timeoutMs ?? DEFAULT_HEALTH_TIMEOUT_MS;
     const startedAt = performance.now();
     try {
-      if (typeof store.ping !== 'function') throw new Error(FAILURES.noPing(name));
+      if (!answersPing(store)) throw new Error(FAILURES.noPing(name));
       const needs = { recoveryPoints: this.routes.usesRecoveryPoints };
       await withTimeout(store.ping(needs), timeoutMs, () => new Error(FAILURES.pingTimeout(timeoutMs)));
       const latencyMs = Math.round((performance.now() - startedAt) * 100) / 100;

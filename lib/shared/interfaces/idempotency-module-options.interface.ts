@@ -2,7 +2,7 @@ import type { FactoryProvider, ModuleMetadata, Provider, Type } from '@nestjs/co
 import type { IdempotencyErrorBody } from './idempotency-error.interface.js';
 import type { IdempotencyEncryption } from './idempotency-encryption.interface.js';
 import type { IdempotencyEventsOption } from './idempotency-event.interface.js';
-import type { IdempotencyStore } from './idempotency-store.interface.js';
+import type { IdempotencyStore } from '../../stores/contract/idempotency-store.interface.js';
 import type { IdempotencyTransactions } from './idempotency-transactions.interface.js';
 import type {
   ErrorFormat,

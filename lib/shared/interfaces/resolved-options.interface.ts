@@ -2,7 +2,7 @@ import type { IdempotencyErrorBody } from './idempotency-error.interface.js';
 import type { ResolvedEncryption } from './idempotency-encryption.interface.js';
 import type { IdempotencyEventsOption } from './idempotency-event.interface.js';
 import type { CompleterOptions } from './idempotency-module-options.interface.js';
-import type { IdempotencyStore } from './idempotency-store.interface.js';
+import type { IdempotencyStore } from '../../stores/contract/idempotency-store.interface.js';
 import type { IdempotencyTransactions } from './idempotency-transactions.interface.js';
 import type {
   ErrorFormat,

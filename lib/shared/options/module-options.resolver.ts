@@ -20,7 +20,7 @@ import {
 import { CONFIG_ERRORS } from '../messages/config.messages.js';
 import { LOGS } from '../messages/operator.messages.js';
 import type { IdempotencyModuleOptions } from '../interfaces/idempotency-module-options.interface.js';
-import type { IdempotencyStore } from '../interfaces/idempotency-store.interface.js';
+import type { IdempotencyStore } from '../../stores/contract/idempotency-store.interface.js';
 import type { ResolvedIdempotencyOptions } from '../interfaces/resolved-options.interface.js';
 import {
   completerOption,

@@ -12,6 +12,7 @@ import {
   missingHeaderPolicy,
   refuseUnknownKeys,
 } from './option.validators.js';
+import { completesInTransactions, keepsRecoveryPoints } from '../../stores/contract/store.capabilities.js';
 
 const ROUTE_KEYS = [
   'ttlMs',
@@ -81,15 +82,14 @@ export function resolveRouteOptions(
   const transactional = route.transactional ?? false;
   if (typeof transactional !== 'boolean') fail(where, CONFIG_ERRORS.boolean('transactional', transactional));
   if (transactional && !module.transactions) fail(where, CONFIG_ERRORS.noTransactions('transactional'));
-  if (transactional && typeof module.store.completeIn !== 'function') {
+  if (transactional && !completesInTransactions(module.store)) {
     fail(where, CONFIG_ERRORS.transactionalStore('transactional'));
   }
   const atomicPhases = route.atomicPhases ?? false;
   if (typeof atomicPhases !== 'boolean') fail(where, CONFIG_ERRORS.boolean('atomicPhases', atomicPhases));
   if (atomicPhases && transactional) fail(where, CONFIG_ERRORS.phasesTransactional);
   if (atomicPhases && !module.transactions) fail(where, CONFIG_ERRORS.noTransactions('atomicPhases'));
-  const { store } = module;
-  if (atomicPhases && !(store.advanceIn && store.finishIn && store.recoveryPoint)) {
+  if (atomicPhases && !keepsRecoveryPoints(module.store)) {
     fail(where, CONFIG_ERRORS.transactionalStore('atomicPhases'));
   }
   const missingHeader = message

@@ -8,7 +8,7 @@ import type {
   HeldEntry,
   OwnedKey,
   PeekedEntry,
-} from '../../shared/interfaces/idempotency-store.interface.js';
+} from '../contract/idempotency-store.interface.js';
 import { BoundedLru, type Entry, GUARANTEED, PINNED, PLAIN_KIND, READ } from './bounded-lru.js';
 import type { InMemoryStoreOptions } from './in-memory-store.options.js';
 import { encodeRecord, readRecord } from '../shared/store-value.codec.js';

@@ -1,5 +1,5 @@
 import { FAILURES } from '../../shared/messages/operator.messages.js';
-import type { ClaimOutcome, IdempotencyClaim } from '../../shared/interfaces/idempotency-store.interface.js';
+import type { ClaimOutcome, IdempotencyClaim } from '../contract/idempotency-store.interface.js';
 import type { SqlExecutor } from '../../shared/interfaces/idempotency-transactions.interface.js';
 import { LaneBatch } from '../shared/lane.batch.js';
 import { readRecordParts } from './postgres.large-records.js';

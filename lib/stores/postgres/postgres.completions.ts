@@ -1,6 +1,6 @@
 import { FINISHED } from '../../shared/idempotency.constants.js';
 import type { AbandonedRun, PhaseAdvance, RecoveryPoint } from '../../shared/interfaces/recovery-point.interface.js';
-import type { OwnedKey } from '../../shared/interfaces/idempotency-store.interface.js';
+import type { OwnedKey } from '../contract/idempotency-store.interface.js';
 import type { SqlExecutor } from '../../shared/interfaces/idempotency-transactions.interface.js';
 import { jsonbSafe } from './postgres.jsonb.js';
 

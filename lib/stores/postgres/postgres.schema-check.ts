@@ -1,5 +1,5 @@
 import type { Logger } from '@nestjs/common';
-import type { StoreNeeds } from '../../shared/interfaces/idempotency-store.interface.js';
+import type { StoreNeeds } from '../contract/idempotency-store.interface.js';
 import { FAILURES, LOGS } from '../../shared/messages/operator.messages.js';
 import type { PostgresPoolLike } from './postgres-store.options.js';
 import { CLAIM_SUFFIX, derivedName, type PostgresNames } from './postgres.schema.js';

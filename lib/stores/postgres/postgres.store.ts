@@ -7,7 +7,7 @@ import type {
   OwnedKey,
   PeekedEntry,
   StoreNeeds,
-} from '../../shared/interfaces/idempotency-store.interface.js';
+} from '../contract/idempotency-store.interface.js';
 import type { SqlExecutor } from '../../shared/interfaces/idempotency-transactions.interface.js';
 import type { AbandonedRun, PhaseAdvance, RecoveryPoint } from '../../shared/interfaces/recovery-point.interface.js';
 import {

@@ -10,7 +10,7 @@ import type {
   IdempotencyStore,
   OwnedKey,
   PeekedEntry,
-} from '../../shared/interfaces/idempotency-store.interface.js';
+} from '../contract/idempotency-store.interface.js';
 import { decodeEntry, encodeClaim, encodeRecord, ownerPrefix } from '../shared/store-value.codec.js';
 import type { RedisCacheOptions } from './redis-cache.options.js';
 import { resolveRedisOptions } from './redis-options.resolver.js';

@@ -1,4 +1,4 @@
-import type { HeldEntry } from '../../shared/interfaces/idempotency-store.interface.js';
+import type { HeldEntry } from '../contract/idempotency-store.interface.js';
 import { readRecord } from './store-value.codec.js';
 
 /** `state` of a row: a claim whose handler runs (0), or a record (1). */

@@ -1,4 +1,4 @@
-import type { ClaimOutcome, HeldEntry, IdempotencyRecord } from '../../shared/interfaces/idempotency-store.interface.js';
+import type { ClaimOutcome, HeldEntry, IdempotencyRecord } from '../contract/idempotency-store.interface.js';
 import type { StoredResponse } from '../../shared/interfaces/stored-response.interface.js';
 import { FAILURES } from '../../shared/messages/operator.messages.js';
 

@@ -8,7 +8,7 @@ import type {
   IdempotencyStore,
   OwnedKey,
   PeekedEntry,
-} from '../../shared/interfaces/idempotency-store.interface.js';
+} from '../contract/idempotency-store.interface.js';
 import { fail, integerIn, refuseUnknownKeys, sqlIdentifier } from '../../shared/options/option.validators.js';
 import { DEFAULT_SWEEP_INTERVAL_MS, DEFAULT_TABLE_NAME, SWEEP_BATCH, SWEEP_BATCHES } from '../shared/sql-store.options.js';
 import { LazyConnection } from '../shared/lazy.connection.js';
