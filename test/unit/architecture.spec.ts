@@ -104,6 +104,26 @@ function storeCallers(sources: readonly (readonly [string, string])[]): string[]
     .map(([file]) => file);
 }
 
+/** The import cycles among `edges`, each as the files around it (one per cycle found by a depth-first walk). */
+function cycles(edges: readonly (readonly [string, string])[]): string[][] {
+  const next = new Map<string, string[]>();
+  for (const [from, to] of edges) next.set(from, [...(next.get(from) ?? []), to]);
+  const found: string[][] = [];
+  const done = new Set<string>();
+  const path: string[] = [];
+  const visit = (file: string): void => {
+    const at = path.indexOf(file);
+    if (at >= 0) return void found.push(path.slice(at));
+    if (done.has(file)) return;
+    path.push(file);
+    for (const to of next.get(file) ?? []) visit(to);
+    path.pop();
+    done.add(file);
+  };
+  for (const file of next.keys()) visit(file);
+  return found;
+}
+
 function files(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
     e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
@@ -180,6 +200,18 @@ describe('lib/ architecture (docs/architecture.md)', () => {
         ['nest/x.ts', 'await this.service.release(claim);'],
       ]),
     ).toEqual(['transports/http/transaction.runner.ts', 'transports/inbox/x.ts', 'ops/admin/x.ts']);
+  });
+
+  it('no import cycles, types included; a cycle is found', () => {
+    expect(cycles(edges)).toEqual([]);
+    expect(
+      cycles([
+        ['a.ts', 'b.ts'],
+        ['b.ts', 'c.ts'],
+        ['c.ts', 'a.ts'],
+        ['c.ts', 'd.ts'],
+      ]),
+    ).toEqual([['a.ts', 'b.ts', 'c.ts']]);
   });
 
   it('small files: none over 250 lines (the files of sentences too), the protocol service under 200', () => {
