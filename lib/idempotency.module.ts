@@ -27,7 +27,7 @@ import { CONFIG_ERRORS } from './shared/messages/config.messages.js';
 import { IdempotencyService } from './core/idempotency.service.js';
 import { KeyClaimer } from './core/key.claimer.js';
 import { DuplicateWaiters } from './core/waiting/duplicate.waiters.js';
-import { IdentityResolverLoader } from './nest/identity-resolver.loader.js';
+import { IdentityResolverLoader } from './core/identity-resolver.loader.js';
 import { RecordBuilder } from './core/record.builder.js';
 import { RecordCommitter } from './core/record.committer.js';
 import { RequestFingerprinter } from './transports/http/request.fingerprinter.js';

@@ -12,7 +12,7 @@ import {
   SAFE_METHODS,
 } from '../shared/idempotency.constants.js';
 import { CONFIG_ERRORS } from '../shared/messages/config.messages.js';
-import { IdentityResolverLoader } from './identity-resolver.loader.js';
+import { IdentityResolverLoader } from '../core/identity-resolver.loader.js';
 import { MessageAcknowledger } from '../transports/messages/message.acknowledger.js';
 import { findIdempotentHandlers, servedBy } from './idempotent-handlers.finder.js';
 import { RouteOptionsRegistry } from './route-options.registry.js';

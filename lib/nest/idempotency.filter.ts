@@ -4,7 +4,7 @@ import { throwError } from 'rxjs';
 import { IdempotencyException } from '../shared/exceptions/idempotency.exception.js';
 import { IdempotentReplay } from '../shared/exceptions/idempotent-replay.exception.js';
 import { writeAnswer } from '../transports/http/answer.writer.js';
-import { isFastifyReply } from '../transports/http/response.adapter.js';
+import { isFastifyReply } from '../shared/http/response.adapter.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from '../shared/idempotency.constants.js';
 import type { ResolvedIdempotencyOptions } from '../shared/interfaces/resolved-options.interface.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { type HttpRequestLike, requestHost, sentHeader } from '../../lib/transports/http/request.reader.js';
+import { type HttpRequestLike, requestHost, sentHeader } from '../../lib/shared/http/http-request.js';
 
 const request = (extra: Partial<HttpRequestLike> & { headers?: HttpRequestLike['headers'] }): HttpRequestLike => ({
   method: 'POST',

@@ -6,7 +6,7 @@ import type { StoredResponse } from '../../shared/interfaces/stored-response.int
 import { identityOf } from './identity-body.js';
 import { canRecordReply, recordReply } from './reply.recorder.js';
 import { type RecorderHooks, recordResponse, type ResponseRecording } from './response.recorder.js';
-import { type FastifyReplyLike, isFastifyReply } from './response.adapter.js';
+import { type FastifyReplyLike, isFastifyReply } from '../../shared/http/response.adapter.js';
 import type { HeaderSnapshot } from './stored-headers.js';
 import { renderValue } from './value.renderer.js';
 

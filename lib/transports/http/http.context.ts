@@ -4,7 +4,8 @@ import { MESSAGES } from '../../shared/messages/client.messages.js';
 import type { IdempotencyContext } from '../../shared/interfaces/idempotency-context.interface.js';
 import type { ResolvedRouteOptions } from '../../shared/interfaces/resolved-options.interface.js';
 import { type AnswerOptions, writeAnswer } from './answer.writer.js';
-import { hasUnreadBody, type HttpRequestLike, sentHeader } from './request.reader.js';
+import { type HttpRequestLike, sentHeader } from '../../shared/http/http-request.js';
+import { hasUnreadBody } from './request.reader.js';
 
 /** What reads an HTTP call's scope and fingerprint: the module's identity loader and fingerprinter. */
 export interface HttpReaders {

@@ -1,6 +1,7 @@
 import { type ExecutionContext, Injectable, Logger } from '@nestjs/common';
 import { IdempotencyException } from '../../shared/exceptions/idempotency.exception.js';
-import { type HttpRequestLike, requestTarget } from './request.reader.js';
+import type { HttpRequestLike } from '../../shared/http/http-request.js';
+import { requestTarget } from './request.reader.js';
 import { MESSAGES } from '../../shared/messages/client.messages.js';
 import { LOGS } from '../../shared/messages/operator.messages.js';
 import type { ResolvedRouteOptions } from '../../shared/interfaces/resolved-options.interface.js';

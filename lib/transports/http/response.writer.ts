@@ -1,6 +1,6 @@
 import { ServerResponse } from 'node:http';
 import type { StoredResponse } from '../../shared/interfaces/stored-response.interface.js';
-import { isFastifyReply } from './response.adapter.js';
+import { isFastifyReply } from '../../shared/http/response.adapter.js';
 
 const returnThis = function (this: unknown) {
   return this;

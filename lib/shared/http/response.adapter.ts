@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 
-/** The parts of a Fastify reply used here; Express responses are Node's `ServerResponse`. */
+/** The parts of a Fastify reply the module writes to (the HTTP transport, a GraphQL replay's header); Express responses are Node's `ServerResponse`. */
 export interface FastifyReplyLike {
   raw: ServerResponse;
   code(status: number): FastifyReplyLike;

@@ -1,7 +1,7 @@
 import { type ExecutionContext, Inject, Injectable, Logger, Scope, type Type } from '@nestjs/common';
 import { ContextIdFactory, ModuleRef } from '@nestjs/core';
 import { IdempotencyException } from '../shared/exceptions/idempotency.exception.js';
-import { type HttpRequestLike, requestHost } from '../transports/http/request.reader.js';
+import { type HttpRequestLike, requestHost } from '../shared/http/http-request.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from '../shared/idempotency.constants.js';
 import { MESSAGES } from '../shared/messages/client.messages.js';
 import { CONFIG_ERRORS } from '../shared/messages/config.messages.js';
