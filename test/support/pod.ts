@@ -137,11 +137,16 @@ export async function pay(
  */
 const agent = new Agent({ keepAlive: true, maxSockets: 128 });
 
-/** A POST over node:http: status, headers and body text. */
+/**
+ * A POST over node:http: status, headers and body text. A kept-alive socket the server closed as idle
+ * just as this request took it fails with ECONNRESET before the server read anything: sent again once
+ * on a fresh socket, as Node's documentation advises (`request.reusedSocket`). Any other error fails.
+ */
 export function post(
   url: string,
   body: string,
   headers: Record<string, string>,
+  retried = false,
 ): Promise<{ status: number; headers: IncomingHttpHeaders; text: string }> {
   return new Promise((resolve, reject) => {
     const req = request(
@@ -156,7 +161,10 @@ export function post(
         res.on('error', reject);
       },
     );
-    req.on('error', reject);
+    req.on('error', (err: NodeJS.ErrnoException) => {
+      if (!retried && req.reusedSocket && err.code === 'ECONNRESET') resolve(post(url, body, headers, true));
+      else reject(err);
+    });
     req.end(body);
   });
 }
