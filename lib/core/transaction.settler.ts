@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { OutcomeReporter } from '../ops/events/outcome.reporter.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from '../shared/idempotency.constants.js';
+import { FAILURES } from '../shared/messages/operator.messages.js';
 import type { ActiveClaim } from '../shared/interfaces/active-claim.interface.js';
 import type { SqlExecutor } from '../shared/interfaces/idempotency-transactions.interface.js';
 import type { ResolvedIdempotencyOptions } from '../shared/interfaces/resolved-options.interface.js';
@@ -53,6 +54,8 @@ export class TransactionSettler {
         state.completed = true;
         status = response.status;
       });
+      // A port that returns without running the work opened no transaction: answered as BEGIN failing.
+      if (!state.started) throw new Error(FAILURES.workNotRun);
     } catch (err) {
       throw (await this.failures.settle(claim, err, state, keyName)) ?? err;
     }

@@ -16,6 +16,7 @@ import '../unit/stored-value.spec.js';
 import '../unit/message-patterns.util.spec.js';
 import '../unit/completer.backoff.spec.js';
 import '../unit/store.capabilities.spec.js';
+import '../unit/transaction.settler.spec.js';
 import '../unit/message.runner.spec.js';
 import '../unit/message.acknowledger.spec.js';
 import '../unit/message-key.reader.spec.js';

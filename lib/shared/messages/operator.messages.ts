@@ -100,6 +100,7 @@ export const FAILURES = {
   postgresSchema: (reason: string) => `PostgresStore: the schema could not be created: ${reason}`,
   noRows: 'the transactions executor returned neither rows nor a result with rows: give clsTransactions() a query that does',
   leaseOver: 'the transaction timeout passed before the response was complete',
+  workNotRun: 'the transactions port returned without running the work (no transaction was opened)',
   phaseName: (max: number) => `a phase's name must be a string of 1 to ${max} characters, not finish()`,
   noRun: '@Phases() is given only to handlers of @Idempotent({ atomicPhases: true }) routes',
   phaseTwice: (name: string) => `${name} was used twice in one run, or after finish(): each name once, finish() last`,

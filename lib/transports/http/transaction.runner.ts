@@ -5,7 +5,6 @@ import { HandlerRun, responseStart } from './handler.run.js';
 import { errorResponse } from '../../shared/exceptions/error.response.js';
 import { writeAnswer } from './answer.writer.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from '../../shared/idempotency.constants.js';
-import { MESSAGES } from '../../shared/messages/client.messages.js';
 import { LOGS, FAILURES } from '../../shared/messages/operator.messages.js';
 import type { ActiveClaim } from '../../shared/interfaces/active-claim.interface.js';
 import type { ResolvedIdempotencyOptions } from '../../shared/interfaces/resolved-options.interface.js';
@@ -14,8 +13,6 @@ import { LeaseLost } from '../../shared/exceptions/lease-lost.error.js';
 import { TransactionFailures } from '../../core/transaction.failures.js';
 import { TransactionSettler } from '../../core/transaction.settler.js';
 import { withTimeout } from '../../shared/utils/timeout.util.js';
-
-const unavailable = (): IdempotencyException => IdempotencyException.of('store-unavailable', MESSAGES.unavailable);
 
 /** `response`, unless the claim's lease ends first: the transaction must not wait for ever. One timer, transactional requests only. */
 function beforeLeaseEnds(response: Promise<StoredResponse>, claim: ActiveClaim): Promise<StoredResponse> {
@@ -101,13 +98,17 @@ export class TransactionRunner {
         return beforeLeaseEnds(final, claim);
       };
 
+      let refused: IdempotencyException | undefined; // the module's answer to a failed transaction
       const outcome: Promise<StoredResponse | undefined> = this.transaction
         .run(claim, work, record, this.options.headerName)
         .then(
           () => undefined,
           // The handler's own error, or BEGIN's, is answered below; the others replace the response.
-          (answer: unknown) =>
-            handlerError || !started ? undefined : errorResponse(answer as IdempotencyException, this.options),
+          (err: unknown) => {
+            if (handlerError) return undefined;
+            refused = err as IdempotencyException;
+            return started ? errorResponse(refused, this.options) : undefined;
+          },
         )
         .then((instead) => {
           const retryable = handlerError && this.failures.retryable(handlerError.error);
@@ -121,9 +122,8 @@ export class TransactionRunner {
           } else if (!started) {
             run.detached = true; // no handler ran: nothing to wait for once the error is out
             run.stop();
-            const answered = unavailable();
-            writeAnswer(response, answered, this.options);
-            subscriber.error(answered);
+            writeAnswer(response, refused!, this.options);
+            subscriber.error(refused);
           }
           return instead;
         });
