@@ -48,7 +48,7 @@ const ready =
         expect(result.violations).toEqual([]);
         expect(result.published).toBe(20);
       },
-      180_000,
+      240_000,
     );
   },
 );

@@ -72,7 +72,9 @@ class Producer {
 
   async send(messageId: string, amount: number): Promise<void> {
     const event = { pattern: 'charge.requested', data: { accountId: 'acct_alice', amount, currency: 'EUR' } };
-    for (let attempt = 0; attempt < 100; attempt++) {
+    // Bounded by time, not attempts: a restart on a busy machine took longer than 100 quick refusals.
+    const until = Date.now() + 120_000;
+    while (Date.now() < until) {
       try {
         const channel = await this.open();
         channel.sendToQueue(QUEUE, Buffer.from(JSON.stringify(event)), { messageId, persistent: true });
