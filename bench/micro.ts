@@ -1,5 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { type IdempotencyRecord, InMemoryStore } from '../lib/index.js';
+import type { IdempotencyRecord } from '../lib/stores/index.js';
+import { InMemoryStore } from '../lib/index.js';
 import { requestFingerprint } from '../lib/shared/utils/fingerprint.util.js';
 import { storeKey, UNSCOPED } from '../lib/shared/utils/key.util.js';
 

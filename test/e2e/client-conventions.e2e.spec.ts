@@ -2,7 +2,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/glob
 import { Body, Controller, type INestApplication, Post } from '@nestjs/common';
 import Stripe from 'stripe';
 import request from 'supertest';
-import { Idempotent, type IdempotencyErrorInfo, IdempotencyModule } from '../../lib/index.js';
+import { Idempotent, IdempotencyModule } from '../../lib/index.js';
+import type { IdempotencyErrorInfo } from '../../lib/shared/interfaces/idempotency-error.interface.js';
 import { ADAPTERS, listen, startApp } from '../support/app.js';
 import { Gate, Runs, TestController } from '../support/fixtures.js';
 

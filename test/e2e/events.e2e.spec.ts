@@ -2,14 +2,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/glob
 import { Injectable, type INestApplication } from '@nestjs/common';
 import { createHash } from 'node:crypto';
 import request from 'supertest';
-import {
-  type IdempotencyClaim,
-  type IdempotencyEvent,
-  type IdempotencyEventListener,
-  IdempotencyModule,
-  type IdempotencyRecord,
-  InMemoryStore,
-} from '../../lib/index.js';
+import type { IdempotencyClaim, IdempotencyRecord } from '../../lib/stores/index.js';
+import { type IdempotencyEvent, type IdempotencyEventListener, IdempotencyModule, InMemoryStore } from '../../lib/index.js';
 import { ADAPTERS, startApp, useApps } from '../support/app.js';
 import { Gate, Runs, TestController } from '../support/fixtures.js';
 import { spyOnLogger } from '../support/logger.js';

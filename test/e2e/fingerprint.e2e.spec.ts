@@ -1,7 +1,8 @@
 import { describe, expect, it } from '@jest/globals';
 import { BadRequestException, Body, Controller, HttpCode, Post } from '@nestjs/common';
 import request from 'supertest';
-import { type FingerprintMode, IdempotencyModule, Idempotent, InMemoryStore } from '../../lib/index.js';
+import type { FingerprintMode } from '../../lib/shared/interfaces/idempotent-options.interface.js';
+import { IdempotencyModule, Idempotent, InMemoryStore } from '../../lib/index.js';
 import { ADAPTERS, useApps } from '../support/app.js';
 import { spyOnLogger } from '../support/logger.js';
 

@@ -23,8 +23,8 @@ import {
 import { APP_FILTER, APP_INTERCEPTOR } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { catchError, defer, from, mergeMap, type Observable, throwError, timeout, TimeoutError } from 'rxjs';
+import type { IdempotencyRecord } from '../../lib/stores/index.js';
 import {
-  type IdempotencyRecord,
   type IdempotencyStore,
   IdempotencyModule,
   type IdempotencyModuleOptions,

@@ -22,11 +22,11 @@ import request from 'supertest';
 import {
   type IdempotencyModuleOptions,
   IdempotencyModule,
-  type IdempotencyRecord,
   type IdempotencyStore,
   Idempotent,
   InMemoryStore,
 } from '../../lib/index.js';
+import type { IdempotencyRecord } from '../../lib/stores/index.js';
 import { ADAPTERS, startApp, useApps } from '../support/app.js';
 import { Config, ConfigModule, Gate, OptionsFactory, Runs, TestController } from '../support/fixtures.js';
 import { sleep } from '../support/timing.js';

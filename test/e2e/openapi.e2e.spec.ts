@@ -11,7 +11,8 @@ import {
   SwaggerModule,
 } from '@nestjs/swagger';
 import { Test } from '@nestjs/testing';
-import { Idempotent, type IdempotencyModuleRootOptions, IdempotencyModule } from '../../lib/index.js';
+import { Idempotent, IdempotencyModule } from '../../lib/index.js';
+import type { IdempotencyModuleRootOptions } from '../../lib/shared/interfaces/idempotency-module-options.interface.js';
 import { ADAPTERS, type AdapterName } from '../support/app.js';
 
 class Payment {

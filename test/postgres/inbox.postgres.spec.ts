@@ -8,8 +8,8 @@ import {
   IdempotencyInbox,
   IdempotencyModule,
   PostgresStore,
-  type SqlExecutor,
 } from '../../lib/index.js';
+import type { SqlExecutor } from '../../lib/stores/index.js';
 import { spyOnLogger } from '../support/logger.js';
 import { PgTransactions } from '../support/pg-transactions.js';
 import { PostgresServer, postgresAvailable } from '../support/postgres-server.js';

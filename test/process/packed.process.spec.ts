@@ -73,7 +73,7 @@ async function install(folder: string, tarball: string, ioredis: '5' | '6'): Pro
 const MAIN = `import { Body, Controller, Module, Post } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Redis } from 'ioredis';
-import { Idempotent, IdempotencyModule, RedisStore, RedisCacheOptions } from 'nestjs-idempotency';
+import { Idempotent, IdempotencyModule, RedisStore } from 'nestjs-idempotency';
 
 let charges = 0;
 
@@ -295,7 +295,7 @@ describe('the packed tarball, installed by npm in fresh apps', () => {
         if (redis)
           contracts['redis.test.js'] =
             head +
-            load('RedisStore, RedisCacheOptions', 'nestjs-idempotency') +
+            load('RedisStore', 'nestjs-idempotency') +
             `storeContract({ describe, it }, () => new RedisStore({ url: ${JSON.stringify(redis.url)} }), { name: 'RedisStore', ${close} });\n`;
         if (postgres)
           contracts['postgres.test.js'] =

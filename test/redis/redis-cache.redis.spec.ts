@@ -3,7 +3,8 @@ import { Logger } from '@nestjs/common';
 import { Cluster, Redis } from 'ioredis';
 // ioredis 5 beside 6 (an npm alias): both majors are supported, and many apps still have 5.
 import { Cluster as Cluster5, Redis as Redis5 } from 'ioredis5';
-import { RedisCache, RedisCacheOptions, RedisStore } from '../../lib/index.js';
+import { RedisCache, RedisCacheOptions } from '../../lib/compat/index.js';
+import { RedisStore } from '../../lib/index.js';
 import { RedisCluster, RedisServer, clusterAvailable, redisAvailable } from '../support/redis-server.js';
 import { sampleRecord, storeContract } from '../support/store-contract.js';
 import { sleep } from '../support/timing.js';

@@ -1,6 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type pg from 'pg';
-import type { IdempotencyTransactions, SqlExecutor } from '../../lib/index.js';
+import type { IdempotencyTransactions } from '../../lib/index.js';
+import type { SqlExecutor } from '../../lib/stores/index.js';
 
 /** What a test can do to a transaction between its last statement and COMMIT. */
 export type BeforeCommit = (client: pg.PoolClient) => Promise<void> | void;

@@ -1,4 +1,5 @@
-import type { ClaimOutcome, IdempotencyClaim, IdempotencyRecord, IdempotencyStore } from '../../lib/index.js';
+import type { ClaimOutcome, IdempotencyClaim, IdempotencyRecord } from '../../lib/stores/index.js';
+import type { IdempotencyStore } from '../../lib/index.js';
 
 /** A store whose answers a test sets, logging every call: for unit tests of what the service sends. */
 export class ScriptedStore implements IdempotencyStore {

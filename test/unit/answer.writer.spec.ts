@@ -3,8 +3,9 @@ import { IdempotentReplay } from '../../lib/shared/exceptions/idempotent-replay.
 import { errorResponse } from '../../lib/shared/exceptions/error.response.js';
 import { type AnswerOptions, writeAnswer } from '../../lib/transports/http/answer.writer.js';
 import { PROBLEM_TITLES } from '../../lib/shared/messages/client.messages.js';
-import { IDEMPOTENCY_CORS_HEADERS, IdempotencyException, type StoredResponse } from '../../lib/index.js';
-import type { IdempotencyErrorInfo } from '../../lib/index.js';
+import { IDEMPOTENCY_CORS_HEADERS, IdempotencyException } from '../../lib/index.js';
+import type { StoredResponse } from '../../lib/stores/index.js';
+import type { IdempotencyErrorInfo } from '../../lib/shared/interfaces/idempotency-error.interface.js';
 import { FakeResponse } from '../support/fake-response.js';
 import { spyOnLogger } from '../support/logger.js';
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
-import { clsTransactions, type TransactionHostLike } from '../../lib/index.js';
+import { clsTransactions } from '../../lib/index.js';
+import type { TransactionHostLike } from '../../lib/stores/index.js';
 
 // The adapter's own logic. The real TransactionHost (nestjs-cls, TypeORM) runs it in the ledger
 // pods: jest cannot load nestjs-cls next to Nest's ES modules on Node 20.

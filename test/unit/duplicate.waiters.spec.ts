@@ -1,12 +1,7 @@
 import { describe, expect, it, jest } from '@jest/globals';
 import { type ExecutionContext, Logger } from '@nestjs/common';
-import {
-  type ClaimOutcome,
-  IdempotencyException,
-  InMemoryStore,
-  type IdempotencyEvent,
-  type IdempotencyStore,
-} from '../../lib/index.js';
+import type { ClaimOutcome } from '../../lib/stores/index.js';
+import { IdempotencyException, InMemoryStore, type IdempotencyEvent, type IdempotencyStore } from '../../lib/index.js';
 import { IdempotentReplay } from '../../lib/shared/exceptions/idempotent-replay.exception.js';
 import { resolveModuleOptions } from '../../lib/shared/options/module-options.resolver.js';
 import { DuplicateWaiters } from '../../lib/core/waiting/duplicate.waiters.js';

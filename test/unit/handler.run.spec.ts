@@ -3,7 +3,7 @@ import { Logger, StreamableFile } from '@nestjs/common';
 import { Readable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
 import { Observable, of } from 'rxjs';
-import type { StoredResponse } from '../../lib/index.js';
+import type { StoredResponse } from '../../lib/stores/index.js';
 import { HandlerRun, responseStart } from '../../lib/transports/http/handler.run.js';
 import { FakeResponse } from '../support/fake-response.js';
 import { tick } from '../support/timing.js';

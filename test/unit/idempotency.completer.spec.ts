@@ -2,18 +2,8 @@ import { afterEach, describe, expect, it, jest } from '@jest/globals';
 import { Injectable, Scope } from '@nestjs/common';
 import { DiscoveryService } from '@nestjs/core';
 import { Test } from '@nestjs/testing';
-import {
-  type AbandonedRun,
-  type IdempotencyClaim,
-  IdempotencyCompleter,
-  IdempotencyModule,
-  InMemoryStore,
-  type PhaseAdvance,
-  type PhasedRun,
-  PhasedWorkflow,
-  type RecoveryPoint,
-  type SqlExecutor,
-} from '../../lib/index.js';
+import type { AbandonedRun, IdempotencyClaim, PhaseAdvance, RecoveryPoint, SqlExecutor } from '../../lib/stores/index.js';
+import { IdempotencyCompleter, IdempotencyModule, InMemoryStore, type PhasedRun, PhasedWorkflow } from '../../lib/index.js';
 import { spyOnLogger } from '../support/logger.js';
 
 /** InMemoryStore with recovery points kept in a map: what the completer asks of a store, and nothing more. */

@@ -1,7 +1,8 @@
 import { describe, expect, it } from '@jest/globals';
 import type { ArgumentsHost } from '@nestjs/common';
 import { lastValueFrom, type Observable } from 'rxjs';
-import { IdempotencyException, InMemoryStore, type StoredResponse } from '../../lib/index.js';
+import { IdempotencyException, InMemoryStore } from '../../lib/index.js';
+import type { StoredResponse } from '../../lib/stores/index.js';
 import { resolveModuleOptions } from '../../lib/shared/options/module-options.resolver.js';
 import { IdempotencyExceptionFilter } from '../../lib/nest/idempotency.filter.js';
 import { IdempotentReplay } from '../../lib/shared/exceptions/idempotent-replay.exception.js';

@@ -6,7 +6,7 @@ import { IdempotencyExceptionFilter } from '../../lib/nest/idempotency.filter.js
 import { IdempotencyInterceptor } from '../../lib/nest/idempotency.interceptor.js';
 import { IDEMPOTENCY_MODULE_OPTIONS, IDEMPOTENT_ROUTE_METADATA } from '../../lib/shared/idempotency.constants.js';
 import { rememberKey } from '../../lib/transports/http/request-key.store.js';
-import type { ResolvedIdempotencyOptions } from '../../lib/index.js';
+import type { ResolvedIdempotencyOptions } from '../../lib/shared/interfaces/resolved-options.interface.js';
 import { IdempotencyService } from '../../lib/core/idempotency.service.js';
 import { httpContext } from '../support/contexts.js';
 import { Config, ConfigModule, OptionsFactory } from '../support/fixtures.js';

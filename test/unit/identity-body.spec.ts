@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { identityOf } from '../../lib/transports/http/identity-body.js';
-import type { StoredResponse } from '../../lib/index.js';
+import type { StoredResponse } from '../../lib/stores/index.js';
 
 const plain = Buffer.from('{"a":1}');
 const of = (coding: string | string[] | undefined, body: Buffer): StoredResponse => ({

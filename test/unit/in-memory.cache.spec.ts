@@ -1,6 +1,8 @@
 import { afterEach, describe, expect, it, jest } from '@jest/globals';
 import { Logger } from '@nestjs/common';
-import { type IdempotencyRecord, InMemoryCache, InMemoryStore } from '../../lib/index.js';
+import type { IdempotencyRecord } from '../../lib/stores/index.js';
+import { InMemoryCache } from '../../lib/compat/index.js';
+import { InMemoryStore } from '../../lib/index.js';
 
 const record = (fingerprint = 'fp'): IdempotencyRecord => ({
   fingerprint,

@@ -1,6 +1,6 @@
 import { describe, expect, it, jest } from '@jest/globals';
 import { AsyncLocalStorage } from 'node:async_hooks';
-import type { OwnedKey } from '../../lib/index.js';
+import type { OwnedKey } from '../../lib/stores/index.js';
 import { spyOnLogger } from '../support/logger.js';
 import { createProtocol as setup } from '../support/protocol.js';
 import { activeClaim } from '../support/claims.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { RedisCacheOptions } from '../../lib/index.js';
+import { RedisCacheOptions } from '../../lib/compat/index.js';
 import type { RedisClientLike } from '../../lib/stores/redis/redis-store.options.js';
 
 const client = { marker: 'client' } as unknown as RedisClientLike;

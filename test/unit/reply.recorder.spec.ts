@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, jest } from '@jest/globals';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import { Readable } from 'node:stream';
-import type { StoredResponse } from '../../lib/index.js';
+import type { StoredResponse } from '../../lib/stores/index.js';
 import { canRecordReply, installReplyRecorder, recordReply } from '../../lib/transports/http/reply.recorder.js';
 import type { RecorderHooks } from '../../lib/transports/http/response.recorder.js';
 

@@ -1,7 +1,7 @@
 import { beforeEach, describe, expect, it, jest } from '@jest/globals';
 import { IncomingMessage, ServerResponse } from 'node:http';
 import { Socket } from 'node:net';
-import type { StoredResponse } from '../../lib/index.js';
+import type { StoredResponse } from '../../lib/stores/index.js';
 import { type RecorderHooks, recordResponse } from '../../lib/transports/http/response.recorder.js';
 import { FakeResponse } from '../support/fake-response.js';
 import { tick } from '../support/timing.js';

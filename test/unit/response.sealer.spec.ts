@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { ResponseSealer, UnsealableRecord } from '../../lib/ops/encryption/response.sealer.js';
-import { type IdempotencyEncryption, type IdempotencyRecord, InMemoryStore } from '../../lib/index.js';
+import { type IdempotencyEncryption, InMemoryStore } from '../../lib/index.js';
+import type { IdempotencyRecord } from '../../lib/stores/index.js';
 import { resolveModuleOptions } from '../../lib/shared/options/module-options.resolver.js';
 import { SEALED_PLACEHOLDER } from '../../lib/stores/shared/store-value.codec.js';
 

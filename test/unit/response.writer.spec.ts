@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { IncomingMessage, ServerResponse } from 'node:http';
 import { Socket } from 'node:net';
-import type { StoredResponse } from '../../lib/index.js';
+import type { StoredResponse } from '../../lib/stores/index.js';
 import { sendFinal } from '../../lib/transports/http/response.writer.js';
 import { FakeResponse } from '../support/fake-response.js';
 

@@ -1,5 +1,6 @@
 import { beforeEach, describe, expect, it } from '@jest/globals';
-import type { IdempotencyTransactions, ResolvedIdempotencyOptions } from '../../lib/index.js';
+import type { IdempotencyTransactions } from '../../lib/index.js';
+import type { ResolvedIdempotencyOptions } from '../../lib/shared/interfaces/resolved-options.interface.js';
 import { functionTag } from '../../lib/shared/utils/fingerprint-tag.util.js';
 import { resolveRouteOptions } from '../../lib/shared/options/route-options.resolver.js';
 import { createProtocol } from '../support/protocol.js';

@@ -1,5 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
-import { type IdempotencyClaim, type IdempotencyRecord, type IdempotencyStore, InMemoryStore } from '../../lib/index.js';
+import type { IdempotencyClaim, IdempotencyRecord } from '../../lib/stores/index.js';
+import { type IdempotencyStore, InMemoryStore } from '../../lib/index.js';
 import { type ContractFramework, sampleRecord, storeContract, type StoreContractOptions } from '../../lib/testing/index.js';
 
 /** Registers the shipped suite into a framework of our own, runs it, and names the tests that failed. */

@@ -9,7 +9,7 @@ import {
   RECORD_FORMAT,
   SEALED_PLACEHOLDER,
 } from '../../lib/stores/shared/store-value.codec.js';
-import type { IdempotencyRecord } from '../../lib/index.js';
+import type { IdempotencyRecord } from '../../lib/stores/index.js';
 
 const record: IdempotencyRecord = {
   fingerprint: 'f'.repeat(64),

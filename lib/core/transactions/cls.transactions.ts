@@ -1,22 +1,10 @@
 import { FAILURES } from '../../shared/messages/operator.messages.js';
-import type { IdempotencyTransactions, SqlExecutor } from '../../shared/interfaces/idempotency-transactions.interface.js';
-
-/**
- * The part of `TransactionHost` (`@nestjs-cls/transactional`) used here, so this package needs
- * neither nestjs-cls nor the adapter installed: it is handed the instance the application already has.
- */
-export interface TransactionHostLike<Tx> {
-  /** The transaction of the current CLS context (the adapter's client, entity manager or Kysely transaction). */
-  readonly tx: Tx;
-  /** Runs `fn` in a transaction, joining the one already active (the default propagation, `REQUIRED`). */
-  withTransaction<R>(fn: () => Promise<R>): Promise<R>;
-}
-
-/**
- * Runs one statement on the adapter's transaction object and returns its rows, or a result holding
- * them as `rows`. See the README for Kysely, Knex, Drizzle and MikroORM.
- */
-export type TransactionQuery<Tx> = (tx: Tx, text: string, values: unknown[]) => Promise<unknown>;
+import type {
+  IdempotencyTransactions,
+  SqlExecutor,
+  TransactionHostLike,
+  TransactionQuery,
+} from '../../shared/interfaces/idempotency-transactions.interface.js';
 
 /** `tx.query(text, values)`: a node-postgres client, a TypeORM `EntityManager`. */
 const callQuery: TransactionQuery<unknown> = (tx, text, values) =>

@@ -17,3 +17,20 @@ export interface IdempotencyTransactions {
   /** Runs `work` in one database transaction; commits if and only if `work` resolves. */
   run<T>(work: (sql: SqlExecutor) => Promise<T>): Promise<T>;
 }
+
+/**
+ * The part of `TransactionHost` (`@nestjs-cls/transactional`) used here, so this package needs
+ * neither nestjs-cls nor the adapter installed: it is handed the instance the application already has.
+ */
+export interface TransactionHostLike<Tx> {
+  /** The transaction of the current CLS context (the adapter's client, entity manager or Kysely transaction). */
+  readonly tx: Tx;
+  /** Runs `fn` in a transaction, joining the one already active (the default propagation, `REQUIRED`). */
+  withTransaction<R>(fn: () => Promise<R>): Promise<R>;
+}
+
+/**
+ * Runs one statement on the adapter's transaction object and returns its rows, or a result holding
+ * them as `rows`. See the README for Kysely, Knex, Drizzle and MikroORM.
+ */
+export type TransactionQuery<Tx> = (tx: Tx, text: string, values: unknown[]) => Promise<unknown>;

@@ -1,8 +1,8 @@
 import { Logger } from '@nestjs/common';
 import { LOGS } from '../shared/messages/operator.messages.js';
-import { InMemoryStore } from './memory/in-memory.store.js';
-import type { InMemoryStoreOptions } from './memory/in-memory-store.options.js';
-import { RedisStore } from './redis/redis.store.js';
+import { InMemoryStore } from '../stores/memory/in-memory.store.js';
+import type { InMemoryStoreOptions } from '../stores/memory/in-memory-store.options.js';
+import { RedisStore } from '../stores/redis/redis.store.js';
 
 const warned = new Set<string>();
 
