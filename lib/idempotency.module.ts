@@ -19,7 +19,7 @@ import { GraphqlRunner } from './transports/graphql/graphql.runner.js';
 import { IdempotencyHealthIndicator } from './ops/health/idempotency.health-indicator.js';
 import { IdempotencyObserver } from './ops/events/idempotency.observer.js';
 import { OutcomeReporter } from './ops/events/outcome.reporter.js';
-import { IDEMPOTENCY_MODULE_OPTIONS } from './shared/idempotency.constants.js';
+import { IDEMPOTENCY_MODULE_OPTIONS, IDEMPOTENCY_TRANSPORTS } from './shared/idempotency.constants.js';
 import { IdempotencyExplorer } from './nest/idempotency.explorer.js';
 import { IdempotencyExceptionFilter } from './nest/idempotency.filter.js';
 import { IdempotencyInterceptor } from './nest/idempotency.interceptor.js';
@@ -47,6 +47,8 @@ import { TransactionFailures } from './core/transaction.failures.js';
 import { TransactionSettler } from './core/transaction.settler.js';
 import { TransactionRunner } from './transports/http/transaction.runner.js';
 import { PhasedRunner } from './transports/http/phased.runner.js';
+import { HttpTransport } from './transports/http/http.transport.js';
+import { transportTable } from './core/transport.table.js';
 import { IdempotencyCompleter } from './core/idempotency.completer.js';
 import { InMemoryStore } from './stores/memory/in-memory.store.js';
 
@@ -85,6 +87,16 @@ const openApiExplorer: Provider = {
   inject: [IDEMPOTENCY_MODULE_OPTIONS, DiscoveryService, MetadataScanner, RouteOptionsRegistry],
 };
 
+/**
+ * The surfaces `@Idempotent()` works on, by execution-context type: a new transport is a folder under
+ * transports/ and a line here.
+ */
+const transports: Provider = {
+  provide: IDEMPOTENCY_TRANSPORTS,
+  useFactory: (http: HttpTransport, messages: MessageRunner, graphql: GraphqlRunner) => transportTable([http, messages, graphql]),
+  inject: [HttpTransport, MessageRunner, GraphqlRunner],
+};
+
 const PROVIDERS = [
   ResponseSealer,
   IdempotencyAdmin,
@@ -110,33 +122,25 @@ const PROVIDERS = [
   MessageAcknowledger,
   MessageRunner,
   GraphqlRunner,
+  HttpTransport,
+  transports,
   IdempotencyExplorer,
   ReplyRecorderInstaller,
   openApiExplorer,
   IdempotencyInterceptor,
   IdempotencyExceptionFilter,
 ];
-// The interceptor is instantiated in each module whose controllers use @Idempotent(), so what it
-// injects is exported: every module shares the one route cache and the one lease timer.
+// Nest instantiates the interceptor and the filter @Idempotent() applies in each module whose
+// controllers use it, so what those two inject is exported (the transports, the route options, the
+// options); the rest is what applications inject.
 const EXPORTS = [
   IDEMPOTENCY_MODULE_OPTIONS,
-  ResponseSealer,
+  IDEMPOTENCY_TRANSPORTS,
+  RouteOptionsRegistry,
   IdempotencyAdmin,
   IdempotencyInbox,
   IdempotencyCompleter,
   IdempotencyHealthIndicator,
-  IdempotencyObserver,
-  IdempotencyService,
-  RouteOptionsRegistry,
-  IdentityResolverLoader,
-  RequestFingerprinter,
-  LeaseRenewer,
-  TransactionRunner,
-  PhasedRunner,
-  MessageRunner,
-  GraphqlRunner,
-  IdempotencyInterceptor,
-  IdempotencyExceptionFilter,
 ];
 
 /**

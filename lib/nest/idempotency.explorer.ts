@@ -4,6 +4,7 @@ import type { ResolvedIdempotencyOptions } from '../shared/interfaces/resolved-o
 import {
   GRAPHQL_RESOLVER_TYPE_METADATA,
   IDEMPOTENCY_MODULE_OPTIONS,
+  IDEMPOTENCY_TRANSPORTS,
   NEST_METHOD_METADATA,
   NEST_RESPONSE_PARAM_TYPES,
   NEST_RESPONSE_PASSTHROUGH_METADATA,
@@ -13,6 +14,7 @@ import {
 } from '../shared/idempotency.constants.js';
 import { CONFIG_ERRORS } from '../shared/messages/config.messages.js';
 import { IdentityResolverLoader } from '../core/identity-resolver.loader.js';
+import type { IdempotencyTransport } from '../core/idempotency-transport.interface.js';
 import { MessageAcknowledger } from '../transports/messages/message.acknowledger.js';
 import { findIdempotentHandlers, servedBy } from './idempotent-handlers.finder.js';
 import { RouteOptionsRegistry } from './route-options.registry.js';
@@ -31,6 +33,7 @@ export class IdempotencyExplorer implements OnModuleInit {
     private readonly routes: RouteOptionsRegistry,
     private readonly identities: IdentityResolverLoader,
     private readonly acks: MessageAcknowledger,
+    @Inject(IDEMPOTENCY_TRANSPORTS) private readonly transports: ReadonlyMap<string, IdempotencyTransport> = new Map(),
   ) {}
 
   async onModuleInit(): Promise<void> {
@@ -54,10 +57,10 @@ export class IdempotencyExplorer implements OnModuleInit {
   }
 
   /**
-   * A provider's method is deduplicated only as a GraphQL `@Mutation()` resolver: on any other
-   * (a query, a service) `@Idempotent()` would do nothing, and a decorator that promises
-   * deduplication and silently does nothing is the worst outcome. Message handlers of controllers
-   * are explored with the routes.
+   * A provider's method is deduplicated only as a GraphQL `@Mutation()` resolver or a handler a
+   * transport claims: on any other (a query, a service) `@Idempotent()` would do nothing, and a
+   * decorator that promises deduplication and silently does nothing is the worst outcome. Message
+   * handlers of controllers are explored with the routes.
    */
   private async exploreProviders(): Promise<void> {
     const seen = new Set<object>();
@@ -71,13 +74,19 @@ export class IdempotencyExplorer implements OnModuleInit {
         if (typeof handler !== 'function' || !this.routes.isIdempotent(handler)) continue;
         const where = `@Idempotent() on ${type.name}.${name}()`;
         const resolverType = Reflect.getMetadata(GRAPHQL_RESOLVER_TYPE_METADATA, handler) as string | undefined;
-        if (resolverType === undefined) throw new Error(`${where}: ${CONFIG_ERRORS.notARoute}`);
-        if (resolverType !== 'Mutation') throw new Error(`${where}: ${CONFIG_ERRORS.notAMutation(resolverType)}`);
+        if (resolverType === undefined) {
+          if (!this.claimed(handler as (...args: never[]) => unknown)) throw new Error(`${where}: ${CONFIG_ERRORS.notARoute}`);
+        } else if (resolverType !== 'Mutation') throw new Error(`${where}: ${CONFIG_ERRORS.notAMutation(resolverType)}`);
         if (!serves(wrapper.host)) continue;
         const route = this.routes.resolve(type, handler, where);
         await this.identities.prepare(route.identity, `${where} (its identity option)`);
       }
     }
+  }
+
+  private claimed(handler: (...args: never[]) => unknown): boolean {
+    for (const transport of this.transports.values()) if (transport.handlesProviderMethod?.(handler)) return true;
+    return false;
   }
 
   private refuseUnreplayable(where: string, type: object, name: string, handler: object): void {

@@ -18,7 +18,8 @@ import type { ResolvedIdempotencyOptions } from '../shared/interfaces/resolved-o
  *
  * Outside HTTP the module's refusals leave as an `RpcException` or a GraphQL error, never these: one
  * that arrives here is the handler's own (an `IdempotencyInbox.run()` inside it, say), and must reach
- * the sender as the handler threw it rather than be swallowed.
+ * the sender as the handler threw it rather than be swallowed. On a transport of the application's
+ * own (another context type) it is thrown on to that transport's caller.
  */
 @Catch(IdempotencyException, IdempotentReplay)
 export class IdempotencyExceptionFilter implements ExceptionFilter {
@@ -31,7 +32,10 @@ export class IdempotencyExceptionFilter implements ExceptionFilter {
       const response = host.switchToHttp().getResponse<object>();
       const raw = isFastifyReply(response) ? response.raw : (response as ServerResponse);
       if (!raw.headersSent) writeAnswer(response, exception, this.options);
+      return undefined;
     }
-    return undefined;
+    if (host.getType<string>() === 'graphql') return undefined;
+    // A transport of an application's own: its caller gets the refusal, as the handler's own error.
+    throw exception;
   }
 }

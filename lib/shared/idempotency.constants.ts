@@ -1,5 +1,7 @@
 /** DI token of the resolved {@link IdempotencyModuleOptions}. */
 export const IDEMPOTENCY_MODULE_OPTIONS = Symbol('IDEMPOTENCY_MODULE_OPTIONS');
+/** DI token of the transports `@Idempotent()` dispatches to, by execution-context type. */
+export const IDEMPOTENCY_TRANSPORTS = Symbol('IDEMPOTENCY_TRANSPORTS');
 
 /** Metadata key under which `@Idempotent()` stores its per-route options. */
 export const IDEMPOTENT_ROUTE_METADATA = 'nestjs-idempotency:route';

@@ -17,6 +17,8 @@ import '../unit/message-patterns.util.spec.js';
 import '../unit/completer.backoff.spec.js';
 import '../unit/store.capabilities.spec.js';
 import '../unit/transaction.settler.spec.js';
+import '../unit/transport.table.spec.js';
+import '../transports/event-bus/bus-transport.spec.js';
 import '../unit/message.runner.spec.js';
 import '../unit/message.acknowledger.spec.js';
 import '../unit/message-key.reader.spec.js';

@@ -6,6 +6,8 @@ import type { HttpRequestLike } from '../../lib/shared/http/http-request.js';
 import type { ResolvedRouteOptions } from '../../lib/shared/interfaces/resolved-options.interface.js';
 import { type IdempotencyModuleOptions, InMemoryStore } from '../../lib/index.js';
 import { IdempotencyInterceptor } from '../../lib/nest/idempotency.interceptor.js';
+import { HttpTransport } from '../../lib/transports/http/http.transport.js';
+import { transportTable } from '../../lib/core/transport.table.js';
 import { IdempotencyService } from '../../lib/core/idempotency.service.js';
 import { KeyClaimer } from '../../lib/core/key.claimer.js';
 import { DuplicateWaiters } from '../../lib/core/waiting/duplicate.waiters.js';
@@ -63,17 +65,15 @@ export function createProtocol(options: IdempotencyModuleOptions = {}, moduleRef
   const acks = new MessageAcknowledger();
   const messages = new MessageRunner(inbox, acks, resolved);
   const graphql = new GraphqlRunner(inbox, identities, resolved);
-  const interceptor = new IdempotencyInterceptor(
+  const http = new HttpTransport(
     service,
-    routes,
     leases,
     transactions,
-    messages,
-    graphql,
     new PhasedRunner(resolved, service, records, leases, failures, reporter),
     identities,
     fingerprints,
   );
+  const interceptor = new IdempotencyInterceptor(transportTable([http, messages, graphql]), routes);
   return { store, options: resolved, identities, observer, service, begin, routes, leases, interceptor, waiters, acks };
 }
 

@@ -71,8 +71,9 @@ const RULES: Readonly<Record<string, readonly string[]>> = {
   // Health and OpenAPI read the routes the Nest layer registered.
   'ops/health': ['nest', CONTRACT, ...SHARED],
   'ops/openapi': ['nest', ...SHARED],
-  // The Nest layer: the interceptor dispatches to the transports; decorators apply it.
-  nest: [...CORE, 'nest/decorators', 'transports/http', 'transports/graphql', 'transports/messages', ...SHARED],
+  // The Nest layer: the interceptor dispatches through the transports' interface (core) and imports
+  // none; the filter writes HTTP answers, the explorer registers the handlers whose deliveries are acked.
+  nest: [...CORE, 'nest/decorators', 'transports/http', 'transports/messages', ...SHARED],
   'nest/decorators': ['nest', 'core/phases', 'transports/http', ...SHARED],
   // The second public entry (nestjs-idempotency/testing): only the public types, never the module.
   testing: ['shared/interfaces', CONTRACT],

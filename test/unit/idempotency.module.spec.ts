@@ -1,7 +1,17 @@
 import { describe, expect, it } from '@jest/globals';
 import { Controller, Inject, Injectable, Module, Post } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
-import { IdempotencyKey, IdempotencyModule, Idempotent, InMemoryStore } from '../../lib/index.js';
+import request from 'supertest';
+import {
+  IdempotencyAdmin,
+  IdempotencyCompleter,
+  IdempotencyHealthIndicator,
+  IdempotencyInbox,
+  IdempotencyKey,
+  IdempotencyModule,
+  Idempotent,
+  InMemoryStore,
+} from '../../lib/index.js';
 import { IdempotencyExceptionFilter } from '../../lib/nest/idempotency.filter.js';
 import { IdempotencyInterceptor } from '../../lib/nest/idempotency.interceptor.js';
 import { IDEMPOTENCY_MODULE_OPTIONS, IDEMPOTENT_ROUTE_METADATA } from '../../lib/shared/idempotency.constants.js';
@@ -119,26 +129,51 @@ describe('IdempotencyModule', () => {
     );
   });
 
-  it('exports its options, service, interceptor and filter to every module', async () => {
+  it('exports to every module what applications inject, and what @Idempotent() needs there; the internals stay inside', async () => {
     @Injectable()
     class Consumer {
       constructor(
-        @Inject(IDEMPOTENCY_MODULE_OPTIONS) readonly options: ResolvedIdempotencyOptions,
-        @Inject(IdempotencyService) readonly service: IdempotencyService,
-        @Inject(IdempotencyInterceptor) readonly interceptor: IdempotencyInterceptor,
-        @Inject(IdempotencyExceptionFilter) readonly filter: IdempotencyExceptionFilter,
+        @Inject(IdempotencyAdmin) readonly admin: IdempotencyAdmin,
+        @Inject(IdempotencyInbox) readonly inbox: IdempotencyInbox,
+        @Inject(IdempotencyCompleter) readonly completer: IdempotencyCompleter,
+        @Inject(IdempotencyHealthIndicator) readonly health: IdempotencyHealthIndicator,
       ) {}
     }
-    @Module({ providers: [Consumer] })
+    let runs = 0;
+    @Controller('feature')
+    class FeatureController {
+      @Post()
+      @Idempotent()
+      create() {
+        return { run: ++runs };
+      }
+    }
+    @Module({ providers: [Consumer], controllers: [FeatureController] })
     class Feature {}
+    @Injectable()
+    class Internal {
+      constructor(@Inject(IdempotencyService) readonly service: IdempotencyService) {}
+    }
+    @Module({ providers: [Internal] })
+    class Reaching {}
     for (const idempotency of [IdempotencyModule.forRoot(), IdempotencyModule.forRootAsync({ useFactory: () => ({}) })]) {
-      const app = await Test.createTestingModule({ imports: [idempotency, Feature] }).compile();
+      const app = (await Test.createTestingModule({ imports: [idempotency, Feature] }).compile()).createNestApplication();
+      await app.init();
       const consumer = app.get(Consumer);
-      expect(consumer.service).toBeInstanceOf(IdempotencyService);
-      expect(consumer.service.options).toBe(consumer.options);
-      expect(consumer.interceptor).toBeInstanceOf(IdempotencyInterceptor);
-      expect(consumer.filter).toBeInstanceOf(IdempotencyExceptionFilter);
+      expect(consumer.admin).toBeInstanceOf(IdempotencyAdmin);
+      expect(consumer.inbox).toBeInstanceOf(IdempotencyInbox);
+      expect(consumer.completer).toBeInstanceOf(IdempotencyCompleter);
+      expect(consumer.health).toBeInstanceOf(IdempotencyHealthIndicator);
+      // The interceptor and the filter @Idempotent() applies are built in Feature, from what the module exports.
+      const first = await request(app.getHttpServer()).post('/feature').set('Idempotency-Key', `k-${runs}`);
+      const retry = await request(app.getHttpServer())
+        .post('/feature')
+        .set('Idempotency-Key', `k-${runs - 1}`);
+      expect([first.status, retry.status, retry.body]).toEqual([201, 201, first.body]);
       await app.close();
+      await expect(Test.createTestingModule({ imports: [idempotency, Reaching] }).compile()).rejects.toThrow(
+        /can't resolve dependencies of the Internal/,
+      );
     }
   });
 

@@ -8,6 +8,7 @@ export const CONFIG_ERRORS = {
   notAnObject: 'options must be an object',
   notAStore: (option: string, method: string) => `${option} must implement IdempotencyStore (missing ${method}())`,
   storeTwice: 'give store or cache (its deprecated name), not both',
+  transportTwice: (type: string) => `two idempotency transports serve the context type '${type}': register one`,
   noAdmin: (store: string, method: string) => `IdempotencyAdmin needs IdempotencyStore's ${method}(), which ${store} lacks`,
   adminKey: 'IdempotencyAdmin: the key must be a non-empty string, as the client sent it',
   adminScope: 'IdempotencyAdmin: scope must be a non-empty string, as the identity resolver returns it',

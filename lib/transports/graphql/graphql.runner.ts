@@ -14,6 +14,7 @@ import { MESSAGES } from '../../shared/messages/client.messages.js';
 import { LOGS } from '../../shared/messages/operator.messages.js';
 import { IdentityResolverLoader } from '../../core/identity-resolver.loader.js';
 import { InboxRunner } from '../../core/inbox.runner.js';
+import type { IdempotencyTransport } from '../../core/idempotency-transport.interface.js';
 import type { InboxResult } from '../../shared/interfaces/inbox-options.interface.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from '../../shared/interfaces/resolved-options.interface.js';
 
@@ -43,7 +44,8 @@ interface RequestRuns {
  * GraphQL errors whose `extensions` are `{ code, status, retryable }`.
  */
 @Injectable()
-export class GraphqlRunner {
+export class GraphqlRunner implements IdempotencyTransport {
+  readonly contextType = 'graphql';
   private readonly logger = new Logger('Idempotency');
   /** Keyed mutations so far per HTTP request: dropped with the request. */
   private readonly requests = new WeakMap<object, RequestRuns>();

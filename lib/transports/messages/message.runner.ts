@@ -7,6 +7,7 @@ import { MESSAGES } from '../../shared/messages/client.messages.js';
 import { LOGS } from '../../shared/messages/operator.messages.js';
 import { InboxContext } from '../../core/values/inbox.context.js';
 import { InboxRunner } from '../../core/inbox.runner.js';
+import type { IdempotencyTransport } from '../../core/idempotency-transport.interface.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from '../../shared/interfaces/resolved-options.interface.js';
 import { type Delivery, MessageAcknowledger } from './message.acknowledger.js';
 import { readMessageKey, readMessageScope } from './message-key.reader.js';
@@ -56,7 +57,8 @@ interface Read {
  * `{ code, status, retryable, message }` (`IDEMPOTENCY_KEY_IN_FLIGHT`, …).
  */
 @Injectable()
-export class MessageRunner {
+export class MessageRunner implements IdempotencyTransport {
+  readonly contextType = 'rpc';
   private readonly logger = new Logger('Idempotency');
   /** Each handler's options with the wait of a broadcast transport's duplicates, made once. */
   private readonly waiting = new WeakMap<ResolvedRouteOptions, ResolvedRouteOptions>();
