@@ -17,9 +17,9 @@ import { MessageAcknowledger } from './transports/messages/message.acknowledger.
 import { MessageRunner } from './transports/messages/message.runner.js';
 import { GraphqlRunner } from './transports/graphql/graphql.runner.js';
 import { IdempotencyHealthIndicator } from './ops/health/idempotency.health-indicator.js';
-import { IdempotencyObserver } from './ops/events/idempotency.observer.js';
-import { OutcomeReporter } from './ops/events/outcome.reporter.js';
-import { IDEMPOTENCY_MODULE_OPTIONS, IDEMPOTENCY_TRANSPORTS } from './shared/idempotency.constants.js';
+import { IdempotencyObserver } from './core/events/idempotency.observer.js';
+import { OutcomeReporter } from './core/events/outcome.reporter.js';
+import { IDEMPOTENCY_MODULE_OPTIONS, IDEMPOTENCY_TRANSPORTS, RECORD_SEALER } from './shared/idempotency.constants.js';
 import { IdempotencyExplorer } from './nest/idempotency.explorer.js';
 import { IdempotencyExceptionFilter } from './nest/idempotency.filter.js';
 import { IdempotencyInterceptor } from './nest/idempotency.interceptor.js';
@@ -45,6 +45,7 @@ import { resolveModuleOptions } from './shared/options/module-options.resolver.j
 import { RouteOptionsRegistry } from './nest/route-options.registry.js';
 import { TransactionFailures } from './core/transaction.failures.js';
 import { TransactionSettler } from './core/transaction.settler.js';
+import { CommitSettler } from './core/commit.settler.js';
 import { TransactionRunner } from './transports/http/transaction.runner.js';
 import { PhasedRunner } from './transports/http/phased.runner.js';
 import { HttpTransport } from './transports/http/http.transport.js';
@@ -99,6 +100,7 @@ const transports: Provider = {
 
 const PROVIDERS = [
   ResponseSealer,
+  { provide: RECORD_SEALER, useExisting: ResponseSealer },
   IdempotencyAdmin,
   IdempotencyInbox,
   IdempotencyCompleter,
@@ -116,6 +118,7 @@ const PROVIDERS = [
   LeaseRenewer,
   TransactionFailures,
   TransactionSettler,
+  CommitSettler,
   TransactionRunner,
   PhasedRunner,
   InboxRunner,

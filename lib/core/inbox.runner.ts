@@ -8,6 +8,7 @@ import type { InboxResult } from '../shared/interfaces/inbox-options.interface.j
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from '../shared/interfaces/resolved-options.interface.js';
 import { LeaseRenewer } from './lease.renewer.js';
 import { TransactionSettler } from './transaction.settler.js';
+import { CommitSettler } from './commit.settler.js';
 import { lossyPart } from './values/lossy-value.js';
 import { replayedValue, storedValue } from './values/stored-value.js';
 import { LOGS } from '../shared/messages/operator.messages.js';
@@ -30,6 +31,7 @@ export class InboxRunner {
     private readonly service: IdempotencyService,
     private readonly leases: LeaseRenewer,
     private readonly transaction: TransactionSettler,
+    private readonly plain: CommitSettler,
     @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
   ) {}
 
@@ -42,19 +44,15 @@ export class InboxRunner {
       if (!(err instanceof IdempotentReplay)) throw err;
       return { value: replayedValue(err.response) as T, duplicate: true };
     }
-    if (route.transactional) {
+    if (route.settling === 'transaction') {
       const stored = (value: T) => this.stored(route, value);
       return { value: await this.transaction.run(claim, async (sql) => work(sql), stored, 'key'), duplicate: false };
     }
-    this.leases.hold(claim);
-    let value: T;
-    try {
-      value = await work(undefined);
-    } catch (err) {
-      await this.service.release(claim).finally(() => this.leases.unhold(claim));
-      throw err;
-    }
-    await this.service.commit(claim, this.stored(route, value), () => this.leases.unhold(claim));
+    const value = await this.plain.run(
+      claim,
+      async () => work(undefined),
+      (v: T) => this.stored(route, v),
+    );
     return { value, duplicate: false };
   }
 

@@ -4,7 +4,7 @@ import { MESSAGES } from '../shared/messages/client.messages.js';
 import { LOGS } from '../shared/messages/operator.messages.js';
 import { IdempotencyException } from '../shared/exceptions/idempotency.exception.js';
 import { IdempotentReplay } from '../shared/exceptions/idempotent-replay.exception.js';
-import { IdempotencyObserver } from '../ops/events/idempotency.observer.js';
+import { IdempotencyObserver } from './events/idempotency.observer.js';
 import type { ActiveClaim } from '../shared/interfaces/active-claim.interface.js';
 import type { IdempotencyContext } from '../shared/interfaces/idempotency-context.interface.js';
 import type { ClaimOutcome } from '../stores/contract/idempotency-store.interface.js';

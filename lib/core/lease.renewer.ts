@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { AsyncResource } from 'node:async_hooks';
-import { IdempotencyObserver } from '../ops/events/idempotency.observer.js';
+import { IdempotencyObserver } from './events/idempotency.observer.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from '../shared/idempotency.constants.js';
 import { LOGS } from '../shared/messages/operator.messages.js';
 import type { ActiveClaim } from '../shared/interfaces/active-claim.interface.js';

@@ -1,8 +1,9 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
-import { ResponseSealer, UnsealableRecord } from '../ops/encryption/response.sealer.js';
+import type { RecordSealer } from './record-sealer.interface.js';
+import { UnsealableRecord } from '../shared/exceptions/unsealable-record.exception.js';
 import { IdempotencyException } from '../shared/exceptions/idempotency.exception.js';
 import { errorResponse } from '../shared/exceptions/error.response.js';
-import { IDEMPOTENCY_MODULE_OPTIONS } from '../shared/idempotency.constants.js';
+import { IDEMPOTENCY_MODULE_OPTIONS, RECORD_SEALER } from '../shared/idempotency.constants.js';
 import { isRefusal } from './values/stored-value.js';
 import { MESSAGES } from '../shared/messages/client.messages.js';
 import { LOGS } from '../shared/messages/operator.messages.js';
@@ -18,7 +19,7 @@ export class RecordBuilder {
 
   constructor(
     @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
-    private readonly sealer: ResponseSealer,
+    @Inject(RECORD_SEALER) private readonly sealer: RecordSealer,
   ) {}
 
   /**

@@ -1,5 +1,5 @@
 import { Injectable, Logger } from '@nestjs/common';
-import { OutcomeReporter } from '../ops/events/outcome.reporter.js';
+import { OutcomeReporter } from './events/outcome.reporter.js';
 import { IdempotencyException } from '../shared/exceptions/idempotency.exception.js';
 import { LeaseLost } from '../shared/exceptions/lease-lost.error.js';
 import { MESSAGES } from '../shared/messages/client.messages.js';

@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { OutcomeReporter } from '../ops/events/outcome.reporter.js';
+import { OutcomeReporter } from './events/outcome.reporter.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from '../shared/idempotency.constants.js';
 import { FAILURES } from '../shared/messages/operator.messages.js';
 import type { ActiveClaim } from '../shared/interfaces/active-claim.interface.js';

@@ -49,7 +49,9 @@ export class IdempotencyExplorer implements OnModuleInit {
       // A stream is never stored. Only a declared return type shows here (an async method's is
       // Promise): a stream returned at run time frees the key (or, transactional, is rolled back).
       if (Reflect.getMetadata('design:returntype', type.prototype, name) === StreamableFile) {
-        throw new Error(`${where}: ${route.transactional ? CONFIG_ERRORS.transactionalStreamType : CONFIG_ERRORS.streamType}`);
+        throw new Error(
+          `${where}: ${route.settling === 'transaction' ? CONFIG_ERRORS.transactionalStreamType : CONFIG_ERRORS.streamType}`,
+        );
       }
       await this.identities.prepare(route.identity, `${where} (its identity option)`);
       if (route.message?.ack === true) this.acks.register(handler);

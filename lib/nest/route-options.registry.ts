@@ -63,7 +63,7 @@ export class RouteOptionsRegistry {
       if (Reflect.getMetadata(NEST_HOST_METADATA, type) !== undefined) resolved = { ...resolved, hostScoped: true };
       // Decided here, not per request: a WeakMap entry per request cost more garbage collection than the lookup.
       if (readsKey(type, handler)) resolved = { ...resolved, readsKey: true };
-      if (resolved.atomicPhases) this.usesRecoveryPoints = true;
+      if (resolved.settling === 'phases') this.usesRecoveryPoints = true;
       this.routes.set(handler, resolved);
     }
     return resolved;

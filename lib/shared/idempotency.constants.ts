@@ -1,5 +1,7 @@
 /** DI token of the resolved {@link IdempotencyModuleOptions}. */
 export const IDEMPOTENCY_MODULE_OPTIONS = Symbol('IDEMPOTENCY_MODULE_OPTIONS');
+/** DI token of the core's `RecordSealer` (encryption of stored responses). */
+export const RECORD_SEALER = Symbol('RECORD_SEALER');
 /** DI token of the transports `@Idempotent()` dispatches to, by execution-context type. */
 export const IDEMPOTENCY_TRANSPORTS = Symbol('IDEMPOTENCY_TRANSPORTS');
 

@@ -21,7 +21,7 @@ const PEERS = [
   { name: '@nestjs-cls/transactional', loaders: [] },
   { name: 'typeorm', loaders: [] },
   { name: '@nestjs/swagger', loaders: ['ops/openapi/openapi.explorer.js'] },
-  { name: '@opentelemetry/api', loaders: ['ops/events/telemetry.js'] },
+  { name: '@opentelemetry/api', loaders: ['core/events/telemetry.js'] },
   // The health indicator returns Terminus's result shape: it never loads Terminus.
   { name: '@nestjs/terminus', loaders: [] },
 ];

@@ -31,8 +31,7 @@ export function resolvedRoute(over: Partial<ResolvedRouteOptions> = {}): Resolve
     fingerprintTag:
       typeof fingerprint === 'function' ? functionTag(fingerprint) : fingerprint === 'raw' ? RAW_TAG : CANONICAL_TAG,
     identity: undefined,
-    transactional: false,
-    atomicPhases: false,
+    settling: 'commit',
     waitMs: 0,
     leaseMs: 60_000,
     ...over,

@@ -7,13 +7,14 @@ import type { ResolvedRouteOptions } from '../../lib/shared/interfaces/resolved-
 import { type IdempotencyModuleOptions, InMemoryStore } from '../../lib/index.js';
 import { IdempotencyInterceptor } from '../../lib/nest/idempotency.interceptor.js';
 import { HttpTransport } from '../../lib/transports/http/http.transport.js';
+import { CommitSettler } from '../../lib/core/commit.settler.js';
 import { transportTable } from '../../lib/core/transport.table.js';
 import { IdempotencyService } from '../../lib/core/idempotency.service.js';
 import { KeyClaimer } from '../../lib/core/key.claimer.js';
 import { DuplicateWaiters } from '../../lib/core/waiting/duplicate.waiters.js';
 import { ResponseSealer } from '../../lib/ops/encryption/response.sealer.js';
-import { IdempotencyObserver } from '../../lib/ops/events/idempotency.observer.js';
-import { OutcomeReporter } from '../../lib/ops/events/outcome.reporter.js';
+import { IdempotencyObserver } from '../../lib/core/events/idempotency.observer.js';
+import { OutcomeReporter } from '../../lib/core/events/outcome.reporter.js';
 import { IdentityResolverLoader } from '../../lib/core/identity-resolver.loader.js';
 import { LeaseRenewer } from '../../lib/core/lease.renewer.js';
 import { resolveModuleOptions } from '../../lib/shared/options/module-options.resolver.js';
@@ -61,7 +62,8 @@ export function createProtocol(options: IdempotencyModuleOptions = {}, moduleRef
   const failures = new TransactionFailures(service, reporter);
   const settler = new TransactionSettler(resolved, service, failures, reporter);
   const transactions = new TransactionRunner(failures, resolved, settler);
-  const inbox = new InboxRunner(service, leases, settler, resolved);
+  const plain = new CommitSettler(service, leases);
+  const inbox = new InboxRunner(service, leases, settler, plain, resolved);
   const acks = new MessageAcknowledger();
   const messages = new MessageRunner(inbox, acks, resolved);
   const graphql = new GraphqlRunner(inbox, identities, resolved);
@@ -70,6 +72,7 @@ export function createProtocol(options: IdempotencyModuleOptions = {}, moduleRef
     leases,
     transactions,
     new PhasedRunner(resolved, service, records, leases, failures, reporter),
+    plain,
     identities,
     fingerprints,
   );

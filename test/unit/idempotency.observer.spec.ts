@@ -2,7 +2,7 @@ import { describe, expect, it } from '@jest/globals';
 import type { ModuleRef } from '@nestjs/core';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
-import { IdempotencyObserver } from '../../lib/ops/events/idempotency.observer.js';
+import { IdempotencyObserver } from '../../lib/core/events/idempotency.observer.js';
 import { type IdempotencyEvent, InMemoryStore } from '../../lib/index.js';
 import { resolveModuleOptions } from '../../lib/shared/options/module-options.resolver.js';
 import { spyOnLogger } from '../support/logger.js';

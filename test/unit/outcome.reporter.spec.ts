@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { HttpException } from '@nestjs/common';
-import type { IdempotencyObserver, OutcomeFacts } from '../../lib/ops/events/idempotency.observer.js';
-import { OutcomeReporter } from '../../lib/ops/events/outcome.reporter.js';
+import type { IdempotencyObserver, OutcomeFacts } from '../../lib/core/events/idempotency.observer.js';
+import { OutcomeReporter } from '../../lib/core/events/outcome.reporter.js';
 import { IdempotentReplay } from '../../lib/shared/exceptions/idempotent-replay.exception.js';
 import { IdempotencyException } from '../../lib/index.js';
 import { activeClaim } from '../support/claims.js';

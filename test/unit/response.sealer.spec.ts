@@ -1,5 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
-import { ResponseSealer, UnsealableRecord } from '../../lib/ops/encryption/response.sealer.js';
+import { ResponseSealer } from '../../lib/ops/encryption/response.sealer.js';
+import { UnsealableRecord } from '../../lib/shared/exceptions/unsealable-record.exception.js';
 import { type IdempotencyEncryption, InMemoryStore } from '../../lib/index.js';
 import type { IdempotencyRecord } from '../../lib/stores/index.js';
 import { resolveModuleOptions } from '../../lib/shared/options/module-options.resolver.js';

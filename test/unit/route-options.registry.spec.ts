@@ -18,8 +18,7 @@ describe('RouteOptionsRegistry', () => {
       fingerprint: 'canonical',
       fingerprintTag: '',
       identity: undefined,
-      transactional: false,
-      atomicPhases: false,
+      settling: 'commit',
       waitMs: 0,
       leaseMs: 60_000,
     });

@@ -22,8 +22,7 @@ describe('resolveRouteOptions', () => {
       fingerprint: 'canonical',
       fingerprintTag: '',
       identity: moduleIdentity,
-      transactional: false,
-      atomicPhases: false,
+      settling: 'commit',
       waitMs: 0,
       leaseMs: 60_000,
     });
@@ -38,8 +37,7 @@ describe('resolveRouteOptions', () => {
       fingerprint: 'canonical',
       fingerprintTag: '',
       identity: undefined,
-      transactional: false,
-      atomicPhases: false,
+      settling: 'commit',
       waitMs: 0,
       leaseMs: 60_000,
       message: { keyFrom: undefined, scope: undefined, ack: false, maxAttempts: 8, event: false, broadcastWaitMs: 660_000 },
@@ -98,8 +96,7 @@ describe('resolveRouteOptions', () => {
       fingerprint: 'canonical',
       fingerprintTag: '',
       identity,
-      transactional: false,
-      atomicPhases: false,
+      settling: 'commit',
       waitMs: 0,
       leaseMs: 60_000,
       graphql: { keyFrom: undefined },
@@ -119,7 +116,7 @@ describe('resolveRouteOptions', () => {
     });
     const ready = createProtocol({ store, transactions, transactionTimeoutMs: 50, leaseMs: 90 }).options;
     // The claim's lease is the module's, renewed while the handler runs: phases may call slow services.
-    expect(resolveRouteOptions('here', 'A.b', { atomicPhases: true }, ready)).toMatchObject({ atomicPhases: true, leaseMs: 90 });
+    expect(resolveRouteOptions('here', 'A.b', { atomicPhases: true }, ready)).toMatchObject({ settling: 'phases', leaseMs: 90 });
     expect(() => resolveRouteOptions('here', 'A.b', { atomicPhases: 'yes' as never }, ready)).toThrow(
       "here: atomicPhases must be true or false, got the string 'yes'",
     );
@@ -158,11 +155,11 @@ describe('resolveRouteOptions', () => {
     const store = Object.assign(new ScriptedStore(), { completeIn: () => Promise.resolve(true) });
     const ready = createProtocol({ store: store, transactions, transactionTimeoutMs: 50, leaseMs: 90 }).options;
     expect(resolveRouteOptions('here', 'A.b', { transactional: true }, ready)).toMatchObject({
-      transactional: true,
+      settling: 'transaction',
       leaseMs: 50,
     });
     expect(resolveRouteOptions('here', 'A.b', { transactional: false }, ready)).toMatchObject({
-      transactional: false,
+      settling: 'commit',
       leaseMs: 90,
     });
     expect(() => resolveRouteOptions('here', 'A.b', { transactional: 1 as never }, ready)).toThrow(
@@ -215,8 +212,7 @@ describe('resolveRouteOptions', () => {
       fingerprint: 'raw',
       fingerprintTag: 'r1',
       identity: route,
-      transactional: false,
-      atomicPhases: false,
+      settling: 'commit',
       waitMs: 0,
       leaseMs: 60_000,
     });

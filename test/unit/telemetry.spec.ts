@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { errorType, type OpenTelemetryApi, Telemetry } from '../../lib/ops/events/telemetry.js';
+import { errorType, type OpenTelemetryApi, Telemetry } from '../../lib/core/events/telemetry.js';
 
 /** Records what the module asks of the OpenTelemetry API: the instruments it creates and what they get. */
 function recordingApi(span?: { recording: boolean; attributes: object[] }) {

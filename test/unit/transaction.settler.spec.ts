@@ -2,7 +2,7 @@ import { describe, expect, it, jest } from '@jest/globals';
 import { TransactionFailures } from '../../lib/core/transaction.failures.js';
 import { TransactionSettler } from '../../lib/core/transaction.settler.js';
 import type { IdempotencyService } from '../../lib/core/idempotency.service.js';
-import type { OutcomeReporter } from '../../lib/ops/events/outcome.reporter.js';
+import type { OutcomeReporter } from '../../lib/core/events/outcome.reporter.js';
 import { IdempotencyException } from '../../lib/shared/exceptions/idempotency.exception.js';
 import type { ActiveClaim } from '../../lib/shared/interfaces/active-claim.interface.js';
 import type { ResolvedIdempotencyOptions } from '../../lib/shared/interfaces/resolved-options.interface.js';

@@ -1,5 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { ResponseSealer, UnsealableRecord } from '../encryption/response.sealer.js';
+import { ResponseSealer } from '../encryption/response.sealer.js';
+import { UnsealableRecord } from '../../shared/exceptions/unsealable-record.exception.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from '../../shared/idempotency.constants.js';
 import { CONFIG_ERRORS } from '../../shared/messages/config.messages.js';
 import type {

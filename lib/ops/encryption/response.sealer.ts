@@ -5,6 +5,8 @@ import { FAILURES } from '../../shared/messages/operator.messages.js';
 import type { IdempotencyRecord } from '../../stores/contract/idempotency-store.interface.js';
 import type { ResolvedIdempotencyOptions } from '../../shared/interfaces/resolved-options.interface.js';
 import type { StoredResponse } from '../../shared/interfaces/stored-response.interface.js';
+import type { RecordSealer } from '../../core/record-sealer.interface.js';
+import { UnsealableRecord } from '../../shared/exceptions/unsealable-record.exception.js';
 import { decodeRecord, encodeRecord, SEALED_PLACEHOLDER } from '../../stores/shared/store-value.codec.js';
 
 const ALGORITHM = 'aes-256-gcm';
@@ -12,16 +14,13 @@ const IV_BYTES = 12;
 const TAG_BYTES = 16;
 const NL = 0x0a;
 
-/** A sealed record that cannot be opened here; its message names the key id, never a byte of the record. */
-export class UnsealableRecord extends Error {}
-
 /**
  * Seals stored responses with AES-256-GCM (`encryption`): "<key id>\n<IV><tag><ciphertext>", a random
  * 96-bit IV per record, and the store key and fingerprint as additional authenticated data, so a
  * record altered or moved to another key fails to open. Without `encryption` records pass as they are.
  */
 @Injectable()
-export class ResponseSealer {
+export class ResponseSealer implements RecordSealer {
   constructor(@Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions) {}
 
   /** The record to store for `response` under `storeKey`: sealed with the current key, or readable without `encryption`. */

@@ -55,6 +55,9 @@ export interface ResolvedIdempotencyOptions {
   readonly completer: Readonly<Required<CompleterOptions>>;
 }
 
+/** How a route's runs settle (`ResolvedRouteOptions.settling`). */
+export type RouteSettling = 'commit' | 'transaction' | 'phases';
+
 /** The options one route runs with: the module's, overridden by its `@Idempotent()` options. */
 export interface ResolvedRouteOptions {
   /** `Controller.method`: part of the fingerprint (a key sent to another handler is a 422) and of log lines. */
@@ -65,10 +68,13 @@ export interface ResolvedRouteOptions {
   /** The tag this route's fingerprints are stored under (`''` for canonical ones). */
   readonly fingerprintTag: string;
   readonly identity: IdempotencyIdentity | undefined;
-  /** Whether the handler runs in the `transactions` port's transaction, its record committed inside it. */
-  readonly transactional: boolean;
-  /** Whether the handler runs in atomic phases, each committed with the key's recovery point (`@Phases()`). */
-  readonly atomicPhases: boolean;
+  /**
+   * How a run settles, from the route's two exclusive options: `'commit'` (the record stored after the
+   * run), `'transaction'` (`transactional: true`: the handler in the `transactions` port's transaction,
+   * its record committed inside it), `'phases'` (`atomicPhases: true`: each phase committed with the
+   * key's recovery point, `@Phases()`).
+   */
+  readonly settling: RouteSettling;
   /** How long a duplicate of a request in flight waits for it to settle, in ms; `0`: 409 at once (`inFlight: 'conflict'`). */
   readonly waitMs: number;
   /** The claim's lease: `leaseMs` (renewed), or `transactionTimeoutMs` (fixed) on a transactional route. */

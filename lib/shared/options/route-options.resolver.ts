@@ -106,8 +106,7 @@ export function resolveRouteOptions(
       typeof fingerprint === 'function' ? functionTag(fingerprint) : fingerprint === 'raw' ? RAW_TAG : CANONICAL_TAG,
     // A message is in no caller's scope: the module's resolver reads HTTP requests.
     identity: message ? undefined : 'identity' in route ? identityOption(where, route.identity) : module.identity,
-    transactional,
-    atomicPhases,
+    settling: atomicPhases ? 'phases' : transactional ? 'transaction' : 'commit',
     waitMs: message ? 0 : waitMs(where, route, module),
     leaseMs: transactional ? module.transactionTimeoutMs : module.leaseMs,
     ...(message && {

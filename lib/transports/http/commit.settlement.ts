@@ -2,15 +2,14 @@ import type { Logger } from '@nestjs/common';
 import type { Subscriber } from 'rxjs';
 import { type HandlerEvents, HandlerRun, type ResponseStart, type RunSettlement } from './handler.run.js';
 import { LOGS } from '../../shared/messages/operator.messages.js';
-import type { IdempotencyService } from '../../core/idempotency.service.js';
+import type { CommitSettler } from '../../core/commit.settler.js';
 import type { ActiveClaim } from '../../shared/interfaces/active-claim.interface.js';
 import type { StoredResponse } from '../../shared/interfaces/stored-response.interface.js';
-import type { LeaseRenewer } from '../../core/lease.renewer.js';
 
 /**
- * How a run that is not transactional settles its claim: what went out is committed, a thrown error
- * releases the key, a stream gives it up. One object per request, not a closure per step: this runs
- * on every first request.
+ * A plain HTTP run's settle, by what the response did: what went out is committed, a thrown error
+ * releases the key, a stream gives it up (the rules themselves are the core's `CommitSettler`). One
+ * object per request, not a closure per step: this runs on every first request.
  */
 export class CommitSettlement implements RunSettlement, HandlerEvents {
   readonly run: HandlerRun;
@@ -18,8 +17,7 @@ export class CommitSettlement implements RunSettlement, HandlerEvents {
   private settled = false;
 
   constructor(
-    private readonly service: IdempotencyService,
-    private readonly leases: LeaseRenewer,
+    private readonly settler: CommitSettler,
     private readonly logger: Logger,
     private readonly claim: ActiveClaim,
     private readonly subscriber: Subscriber<unknown>,
@@ -48,7 +46,8 @@ export class CommitSettlement implements RunSettlement, HandlerEvents {
   // A thrown error frees the key before the error response goes out, so a retry runs again.
   error(err: unknown): void {
     this.run.stop();
-    void this.settle(this.service.release(this.claim)).then(() => this.subscriber.error(err));
+    this.settled = true;
+    void this.settler.release(this.claim).then(() => this.subscriber.error(err));
   }
 
   complete(): void {
@@ -56,21 +55,16 @@ export class CommitSettlement implements RunSettlement, HandlerEvents {
     this.subscriber.complete();
   }
 
-  // The lease stays held (and renewed) while a failed commit is tried again in the background.
   private commit(stored: StoredResponse): Promise<void> {
     this.settled = true;
-    return this.service.commit(this.claim, stored, () => this.leases.unhold(this.claim));
-  }
-
-  private settle(work: Promise<void>): Promise<void> {
-    this.settled = true;
-    return work.finally(() => this.leases.unhold(this.claim));
+    return this.settler.commit(this.claim, stored);
   }
 
   private giveUp(why: string): void {
     if (this.settled) return;
     this.logger.warn(LOGS.givenUp(this.claim.route, why));
-    void this.settle(this.service.release(this.claim, 'not-stored'));
+    this.settled = true;
+    void this.settler.release(this.claim, 'not-stored');
   }
 
   // The handler's own result, as its adapter would have sent it. A stream has been given up on

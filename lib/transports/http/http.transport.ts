@@ -14,6 +14,7 @@ import type { ActiveClaim } from '../../shared/interfaces/active-claim.interface
 import type { IdempotencyTransport } from '../../core/idempotency-transport.interface.js';
 import type { ResolvedRouteOptions } from '../../shared/interfaces/resolved-options.interface.js';
 import { LeaseRenewer } from '../../core/lease.renewer.js';
+import { CommitSettler } from '../../core/commit.settler.js';
 import { PhasedRunner } from './phased.runner.js';
 import type { PhasedRun } from '../../core/phases/phased.run.js';
 import { RequestFingerprinter } from './request.fingerprinter.js';
@@ -49,6 +50,7 @@ export class HttpTransport implements IdempotencyTransport {
     private readonly leases: LeaseRenewer,
     private readonly transactions: TransactionRunner,
     private readonly phased: PhasedRunner,
+    private readonly plain: CommitSettler,
     identities: IdentityResolverLoader,
     fingerprints: RequestFingerprinter,
   ) {
@@ -68,7 +70,7 @@ export class HttpTransport implements IdempotencyTransport {
     try {
       if (this.leases.draining) throw this.service.shuttingDown();
       claim = await this.service.begin(call, route);
-      if (claim && route.atomicPhases) phases = await this.phased.resume(call, claim, route);
+      if (claim && route.settling === 'phases') phases = await this.phased.resume(call, claim, route);
     } catch (err) {
       if (options.echoKeyHeader && !isKeyError(err)) echoKey(request, response, options.headerName);
       call.answer(err);
@@ -79,16 +81,16 @@ export class HttpTransport implements IdempotencyTransport {
     // Set before the response is recorded, so the record does not keep it: a replay echoes its own.
     if (options.echoKeyHeader) echoKey(request, response, options.headerName);
     if (phases) return this.phased.run(claim, phases, request, response, next);
-    return route.transactional ? this.transactions.run(claim, response, next) : this.run(claim, response, next);
+    return route.settling === 'transaction' ? this.transactions.run(claim, response, next) : this.run(claim, response, next);
   }
 
   private run(claim: ActiveClaim, response: object, next: CallHandler): Observable<unknown> {
     const start = responseStart(response);
-    this.leases.hold(claim);
+    this.plain.hold(claim);
     // One subscriber and one object for the run, not a chain of operators or a closure per step:
     // this runs on every first request. The run is the teardown (its unsubscribe()).
     return new Observable<unknown>((subscriber) => {
-      const settlement = new CommitSettlement(this.service, this.leases, this.logger, claim, subscriber, start);
+      const settlement = new CommitSettlement(this.plain, this.logger, claim, subscriber, start);
       settlement.run.subscribe(next, subscriber, settlement);
       return settlement.run;
     });

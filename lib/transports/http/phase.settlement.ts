@@ -5,7 +5,7 @@ import { IdempotencyException } from '../../shared/exceptions/idempotency.except
 import { LeaseLost } from '../../shared/exceptions/lease-lost.error.js';
 import { writeAnswer } from './answer.writer.js';
 import { type HandlerEvents, HandlerRun, type ResponseStart, type RunSettlement } from './handler.run.js';
-import type { OutcomeReporter } from '../../ops/events/outcome.reporter.js';
+import type { OutcomeReporter } from '../../core/events/outcome.reporter.js';
 import { LOGS } from '../../shared/messages/operator.messages.js';
 import type { IdempotencyService } from '../../core/idempotency.service.js';
 import type { ActiveClaim } from '../../shared/interfaces/active-claim.interface.js';

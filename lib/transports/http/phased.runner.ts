@@ -3,7 +3,7 @@ import { Observable } from 'rxjs';
 import { IdempotencyException } from '../../shared/exceptions/idempotency.exception.js';
 import { responseStart } from './handler.run.js';
 import { rememberRun } from './request-run.store.js';
-import { OutcomeReporter } from '../../ops/events/outcome.reporter.js';
+import { OutcomeReporter } from '../../core/events/outcome.reporter.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from '../../shared/idempotency.constants.js';
 import { MESSAGES } from '../../shared/messages/client.messages.js';
 import { LOGS } from '../../shared/messages/operator.messages.js';
