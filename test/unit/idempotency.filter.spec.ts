@@ -38,6 +38,12 @@ describe('IdempotencyExceptionFilter', () => {
     const reply = filter().catch(own, host) as Observable<unknown>;
     expect(await lastValueFrom(reply).catch((err: unknown) => err)).toBe(own);
   });
+
+  it('on GraphQL leaves the error to the resolver chain, and throws it on to a transport of your own', () => {
+    const own = new IdempotencyException(409, 'busy');
+    expect(filter().catch(own, { getType: () => 'graphql' } as ArgumentsHost)).toBeUndefined();
+    expect(() => filter().catch(own, { getType: () => 'bus' } as ArgumentsHost)).toThrow(own);
+  });
 });
 
 describe('IdempotencyException', () => {
