@@ -48,6 +48,7 @@ import { TransactionSettler } from './core/transaction.settler.js';
 import { CommitSettler } from './core/commit.settler.js';
 import { TransactionRunner } from './transports/http/transaction.runner.js';
 import { PhasedRunner } from './transports/http/phased.runner.js';
+import { PhaseSettler } from './core/phase.settler.js';
 import { HttpTransport } from './transports/http/http.transport.js';
 import { transportTable } from './core/transport.table.js';
 import { IdempotencyCompleter } from './core/idempotency.completer.js';
@@ -120,6 +121,7 @@ const PROVIDERS = [
   TransactionSettler,
   CommitSettler,
   TransactionRunner,
+  PhaseSettler,
   PhasedRunner,
   InboxRunner,
   MessageAcknowledger,

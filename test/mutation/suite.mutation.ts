@@ -35,6 +35,7 @@ import '../unit/idempotency.filter.spec.js';
 import '../unit/idempotency.service.spec.js';
 import '../unit/duplicate.waiters.spec.js';
 import '../unit/phased.run.spec.js';
+import '../unit/phase.settler.spec.js';
 import '../unit/postgres.jsonb.spec.js';
 import '../unit/route-path.spec.js';
 import '../unit/idempotency.completer.spec.js';

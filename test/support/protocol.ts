@@ -28,6 +28,7 @@ import { MessageAcknowledger } from '../../lib/transports/messages/message.ackno
 import { MessageRunner } from '../../lib/transports/messages/message.runner.js';
 import { GraphqlRunner } from '../../lib/transports/graphql/graphql.runner.js';
 import { PhasedRunner } from '../../lib/transports/http/phased.runner.js';
+import { PhaseSettler } from '../../lib/core/phase.settler.js';
 import { TransactionSettler } from '../../lib/core/transaction.settler.js';
 import { TransactionRunner } from '../../lib/transports/http/transaction.runner.js';
 import { ScriptedStore } from './scripted-store.js';
@@ -71,7 +72,7 @@ export function createProtocol(options: IdempotencyModuleOptions = {}, moduleRef
     service,
     leases,
     transactions,
-    new PhasedRunner(resolved, service, records, leases, failures, reporter),
+    new PhasedRunner(resolved, new PhaseSettler(resolved, service, records, leases, failures, reporter)),
     plain,
     identities,
     fingerprints,

@@ -1,49 +1,36 @@
 import type { Logger } from '@nestjs/common';
 import type { Subscriber } from 'rxjs';
 import { errorResponse } from '../../shared/exceptions/error.response.js';
-import { IdempotencyException } from '../../shared/exceptions/idempotency.exception.js';
-import { LeaseLost } from '../../shared/exceptions/lease-lost.error.js';
 import { writeAnswer } from './answer.writer.js';
 import { type HandlerEvents, HandlerRun, type ResponseStart, type RunSettlement } from './handler.run.js';
-import type { OutcomeReporter } from '../../core/events/outcome.reporter.js';
 import { LOGS } from '../../shared/messages/operator.messages.js';
-import type { IdempotencyService } from '../../core/idempotency.service.js';
 import type { ActiveClaim } from '../../shared/interfaces/active-claim.interface.js';
 import type { ResolvedIdempotencyOptions } from '../../shared/interfaces/resolved-options.interface.js';
 import type { StoredResponse } from '../../shared/interfaces/stored-response.interface.js';
-import type { LeaseRenewer } from '../../core/lease.renewer.js';
+import type { PhaseSettler } from '../../core/phase.settler.js';
 import type { PhasedRun } from '../../core/phases/phased.run.js';
-import type { TransactionFailures } from '../../core/transaction.failures.js';
-
-/** What a phased run's settlement works with: the runner's collaborators. */
-export interface PhaseSettlementDeps {
-  readonly options: ResolvedIdempotencyOptions;
-  readonly service: IdempotencyService;
-  readonly leases: LeaseRenewer;
-  readonly failures: TransactionFailures;
-  readonly reporter: OutcomeReporter;
-  readonly logger: Logger;
-}
 
 /**
- * How an `atomicPhases` run settles its claim. The response that goes out is committed with the
- * recovery point's deletion (in `finish()`'s open transaction, else in one of its own), and its bytes
- * wait for that COMMIT: a failed one replaces them with a 409 or 503. An error that ended the run (a
- * 4xx thrown inside a phase) is answered by the application's filters and stored like a response.
- * Any other error frees the key and leaves the recovery point where it was, for the retry to resume.
+ * An `atomicPhases` HTTP run's settle, by what the response did (the rules are the core's
+ * `PhaseSettler`): the response that goes out is committed, its bytes waiting for that COMMIT, which
+ * when it fails replaces them with the module's 409 or 503. An error that ended the run (a 4xx thrown
+ * inside a phase) is answered by the application's filters and stored like a response; any other
+ * error frees the key.
  */
 export class PhaseSettlement implements RunSettlement, HandlerEvents {
   readonly run: HandlerRun;
   private settled = false;
 
   constructor(
-    private readonly deps: PhaseSettlementDeps,
+    private readonly settler: PhaseSettler,
+    private readonly options: ResolvedIdempotencyOptions,
+    logger: Logger,
     private readonly claim: ActiveClaim,
     private readonly phases: PhasedRun,
     private readonly subscriber: Subscriber<unknown>,
     private readonly start: ResponseStart,
   ) {
-    this.run = new HandlerRun(start, claim.route, deps.logger, this, true);
+    this.run = new HandlerRun(start, claim.route, logger, this, true);
   }
 
   ended(kept: StoredResponse): Promise<StoredResponse | undefined> {
@@ -69,8 +56,12 @@ export class PhaseSettlement implements RunSettlement, HandlerEvents {
       return;
     }
     this.run.stop();
-    this.phases.abandon(err);
-    void this.fail(err);
+    this.settled = true;
+    void this.settler.fail(this.claim, this.phases, err).then((answer) => {
+      if (!answer) return this.subscriber.error(err);
+      writeAnswer(this.start.response, answer, this.options);
+      this.subscriber.error(answer);
+    });
   }
 
   complete(): void {
@@ -82,48 +73,12 @@ export class PhaseSettlement implements RunSettlement, HandlerEvents {
   private store(kept: StoredResponse): Promise<StoredResponse | undefined> {
     if (this.settled) return Promise.resolve(undefined);
     this.settled = true;
-    const { claim, phases, deps } = this;
-    return phases
-      .settle(kept)
-      .then(
-        () => void deps.reporter.settled(claim, 'executed', kept.status),
-        (err: unknown) =>
-          deps.failures
-            .settle(claim, err, { started: true, failed: false, completed: phases.completed }, deps.options.headerName)
-            .then((answer) => answer && errorResponse(answer, deps.options)),
-      )
-      .finally(() => deps.leases.unhold(claim));
-  }
-
-  /** The handler failed: the key is freed for a retry, unless another request holds it now. */
-  private async fail(err: unknown): Promise<void> {
-    this.settled = true;
-    const { claim, deps } = this;
-    const lost = err instanceof LeaseLost;
-    let answer: IdempotencyException | undefined;
-    try {
-      answer = await deps.failures.settle(
-        claim,
-        err,
-        { started: true, failed: !lost, completed: false },
-        deps.options.headerName,
-      );
-    } finally {
-      deps.leases.unhold(claim);
-    }
-    // A phase's transaction lost a serialization conflict or a deadlock: a retry resumes there.
-    answer ??= deps.failures.retryable(err);
-    if (!answer) return this.subscriber.error(err);
-    writeAnswer(this.start.response, answer, deps.options);
-    this.subscriber.error(answer);
+    return this.settler.store(this.claim, this.phases, kept).then((answer) => answer && errorResponse(answer, this.options));
   }
 
   private giveUp(why: string): void {
     if (this.settled) return;
     this.settled = true;
-    const { claim, deps } = this;
-    deps.logger.warn(LOGS.givenUp(claim.route, why));
-    this.phases.abandon(new Error(LOGS.givenUp(claim.route, why)));
-    void deps.service.release(claim, 'not-stored').finally(() => deps.leases.unhold(claim));
+    void this.settler.giveUp(this.claim, this.phases, why);
   }
 }
