@@ -16,7 +16,7 @@ import { CONFIG_ERRORS } from '../shared/messages/config.messages.js';
 import { IdentityResolverLoader } from '../core/identity-resolver.loader.js';
 import type { IdempotencyTransport } from '../core/idempotency-transport.interface.js';
 import { MessageAcknowledger } from '../transports/messages/message.acknowledger.js';
-import { findIdempotentHandlers, servedBy } from './idempotent-handlers.finder.js';
+import { findIdempotentHandlers, findStrayKeyReaders, servedBy } from './idempotent-handlers.finder.js';
 import { RouteOptionsRegistry } from './route-options.registry.js';
 
 /**
@@ -38,6 +38,8 @@ export class IdempotencyExplorer implements OnModuleInit {
 
   async onModuleInit(): Promise<void> {
     await this.exploreProviders();
+    const [stray] = findStrayKeyReaders(this.discovery, this.scanner, this.routes, servedBy(this.options));
+    if (stray) throw new Error(`@IdempotencyKey() on ${stray}: ${CONFIG_ERRORS.keyWithoutIdempotent}`);
     for (const { type, name, handler, where } of findIdempotentHandlers(
       this.discovery,
       this.scanner,

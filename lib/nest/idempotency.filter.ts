@@ -1,4 +1,4 @@
-import { type ArgumentsHost, Catch, type ExceptionFilter, Inject } from '@nestjs/common';
+import { type ArgumentsHost, Catch, type ExceptionFilter, Inject, Optional } from '@nestjs/common';
 import type { ServerResponse } from 'node:http';
 import { throwError } from 'rxjs';
 import { IdempotencyException } from '../shared/exceptions/idempotency.exception.js';
@@ -6,6 +6,7 @@ import { IdempotentReplay } from '../shared/exceptions/idempotent-replay.excepti
 import { writeAnswer } from '../transports/http/answer.writer.js';
 import { isFastifyReply } from '../shared/http/response.adapter.js';
 import { IDEMPOTENCY_MODULE_OPTIONS } from '../shared/idempotency.constants.js';
+import { CONFIG_ERRORS } from '../shared/messages/config.messages.js';
 import type { ResolvedIdempotencyOptions } from '../shared/interfaces/resolved-options.interface.js';
 
 /**
@@ -23,7 +24,10 @@ import type { ResolvedIdempotencyOptions } from '../shared/interfaces/resolved-o
  */
 @Catch(IdempotencyException, IdempotentReplay)
 export class IdempotencyExceptionFilter implements ExceptionFilter {
-  constructor(@Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions) {}
+  // Optional so that a missing IdempotencyModule is named: Nest's own error lists injection tokens.
+  constructor(@Optional() @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions) {
+    if (!options) throw new Error(CONFIG_ERRORS.moduleMissing);
+  }
 
   catch(exception: unknown, host: ArgumentsHost): unknown {
     // An RPC filter's value is the reply: undefined would answer nothing. (GraphQL rethrows by itself.)

@@ -1,7 +1,8 @@
-import { type CallHandler, type ExecutionContext, Inject, Injectable, type NestInterceptor } from '@nestjs/common';
+import { type CallHandler, type ExecutionContext, Inject, Injectable, type NestInterceptor, Optional } from '@nestjs/common';
 import type { Observable } from 'rxjs';
 import type { IdempotencyTransport } from '../core/idempotency-transport.interface.js';
 import { IDEMPOTENCY_TRANSPORTS } from '../shared/idempotency.constants.js';
+import { CONFIG_ERRORS } from '../shared/messages/config.messages.js';
 import { RouteOptionsRegistry } from './route-options.registry.js';
 
 /**
@@ -10,10 +11,13 @@ import { RouteOptionsRegistry } from './route-options.registry.js';
  */
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor {
+  // Optional so that a missing IdempotencyModule is named: Nest's own error lists injection tokens.
   constructor(
-    @Inject(IDEMPOTENCY_TRANSPORTS) private readonly transports: ReadonlyMap<string, IdempotencyTransport>,
-    private readonly routes: RouteOptionsRegistry,
-  ) {}
+    @Optional() @Inject(IDEMPOTENCY_TRANSPORTS) private readonly transports: ReadonlyMap<string, IdempotencyTransport>,
+    @Optional() private readonly routes: RouteOptionsRegistry,
+  ) {
+    if (!transports || !routes) throw new Error(CONFIG_ERRORS.moduleMissing);
+  }
 
   intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
     const transport = this.transports.get(context.getType());

@@ -1,5 +1,6 @@
 import type { DiscoveryService, MetadataScanner } from '@nestjs/core';
-import { IDEMPOTENCY_MODULE_OPTIONS } from '../shared/idempotency.constants.js';
+import { IDEMPOTENCY_MODULE_OPTIONS, NEST_ROUTE_ARGS_METADATA } from '../shared/idempotency.constants.js';
+import { readIdempotencyKey } from './decorators/idempotency-key.decorator.js';
 import type { RouteOptionsRegistry } from './route-options.registry.js';
 
 /** The parts of Nest's `Module` (an `InstanceWrapper`'s host) the lookup reads. */
@@ -76,6 +77,32 @@ export function findIdempotentHandlers(
         handler: handler as IdempotentHandler['handler'],
         where: `@Idempotent() on ${type.name}.${name}()`,
       });
+    }
+  }
+  return found;
+}
+
+/**
+ * The controller methods that `serves` accepts with an `@IdempotencyKey()` parameter but no
+ * `@Idempotent()`, as `Controller.method()`: the key is only read on idempotent routes, so there it
+ * would be `undefined` and nothing deduplicated.
+ */
+export function findStrayKeyReaders(
+  discovery: DiscoveryService,
+  scanner: MetadataScanner,
+  routes: RouteOptionsRegistry,
+  serves: (host: HostModule | undefined) => boolean,
+): string[] {
+  const found: string[] = [];
+  for (const wrapper of discovery.getControllers()) {
+    const type = wrapper.metatype as { name: string; prototype?: object } | undefined;
+    if (!type?.prototype || !serves(wrapper.host)) continue;
+    const prototype = type.prototype as Record<string, unknown>;
+    for (const name of scanner.getAllMethodNames(prototype)) {
+      const handler = prototype[name];
+      if (typeof handler !== 'function' || routes.isIdempotent(handler)) continue;
+      const args = (Reflect.getMetadata(NEST_ROUTE_ARGS_METADATA, type, name) ?? {}) as Record<string, { factory?: unknown }>;
+      if (Object.values(args).some((arg) => arg.factory === readIdempotencyKey)) found.push(`${type.name}.${name}()`);
     }
   }
   return found;

@@ -20,6 +20,7 @@ import { Readable } from 'node:stream';
 import { interval, map, type Observable } from 'rxjs';
 import request from 'supertest';
 import {
+  IdempotencyKey,
   type IdempotencyModuleOptions,
   IdempotencyModule,
   type IdempotencyStore,
@@ -275,6 +276,36 @@ describe('bootstrap refuses what cannot be replayed', () => {
   it('B10. @Sse()', async () => {
     await expect(startApp('express', { imports: [IdempotencyModule.forRoot()], controllers: [SseController] })).rejects.toThrow(
       '@Idempotent() on SseController.events(): an @Sse() stream cannot be stored and replayed',
+    );
+  });
+
+  it.each(ADAPTERS)(
+    '@Idempotent() without IdempotencyModule imported names the module and where it goes (%s)',
+    async (adapter) => {
+      @Controller()
+      class Orphan {
+        @Post('x')
+        @Idempotent()
+        x() {
+          return {};
+        }
+      }
+      await expect(startApp(adapter, { controllers: [Orphan] })).rejects.toThrow(
+        '@Idempotent() needs IdempotencyModule: add IdempotencyModule.forRoot() (or forRootAsync()) to the imports of your AppModule; it is global, so once is enough (with isGlobal: false, import it in each module whose controllers use @Idempotent())',
+      );
+    },
+  );
+
+  it('@IdempotencyKey() on a route without @Idempotent() is refused, naming the route', async () => {
+    @Controller()
+    class KeyOnly {
+      @Post('charge')
+      charge(@IdempotencyKey() key: string | undefined) {
+        return { key };
+      }
+    }
+    await expect(startApp('express', { imports: [IdempotencyModule.forRoot()], controllers: [KeyOnly] })).rejects.toThrow(
+      '@IdempotencyKey() on KeyOnly.charge(): the key is read on @Idempotent() routes only, so here it would be undefined and nothing deduplicated: add @Idempotent() to the route, or remove @IdempotencyKey()',
     );
   });
 

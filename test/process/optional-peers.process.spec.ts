@@ -76,16 +76,32 @@ describe('ioredis, pg, better-sqlite3, nestjs-cls, TypeORM, @nestjs/swagger, @op
     expect(out.trim()).toBe('true claimed up');
   });
 
-  it('a store whose peer is missing fails the start with the package named', () => {
+  it.each([
+    [
+      'PostgresStore',
+      `new PostgresStore({ connectionString: 'postgres://127.0.0.1:1/x' })`,
+      'PostgresStore needs the "pg" package: npm install pg@8',
+    ],
+    [
+      'SqliteStore',
+      `new SqliteStore({ filename: ':memory:' })`,
+      'SqliteStore needs the "better-sqlite3" package: npm install better-sqlite3@12',
+    ],
+    [
+      'RedisStore',
+      `new RedisStore({ url: 'redis://127.0.0.1:1' })`,
+      'RedisStore needs the "ioredis" package: npm install ioredis@5',
+    ],
+  ])('%s without its driver fails the start with the package and the install line', (name, store, message) => {
     expect(() =>
       run(`
         import 'reflect-metadata';
         import { NestFactory } from '@nestjs/core';
-        import { IdempotencyModule, PostgresStore } from './dist/index.js';
-        const cache = new PostgresStore({ connectionString: 'postgres://127.0.0.1:1/x' });
-        await NestFactory.createApplicationContext(IdempotencyModule.forRoot({ store: cache }), { logger: false, abortOnError: false });
+        import { IdempotencyModule, ${name} } from './dist/index.js';
+        const store = ${store};
+        await NestFactory.createApplicationContext(IdempotencyModule.forRoot({ store }), { logger: false, abortOnError: false });
       `),
-    ).toThrow("Cannot find package 'pg'");
+    ).toThrow(message);
   });
 
   it.each([

@@ -18,7 +18,7 @@ import {
   Sse,
 } from '@nestjs/common';
 import { type DiscoveryService, MetadataScanner, type ModuleRef } from '@nestjs/core';
-import { Idempotent } from '../../lib/index.js';
+import { Idempotent, IdempotencyKey } from '../../lib/index.js';
 import { IdempotencyExplorer } from '../../lib/nest/idempotency.explorer.js';
 import { createProtocol } from '../support/protocol.js';
 
@@ -97,6 +97,32 @@ describe('IdempotencyExplorer', () => {
     const message = ': @Res()/@Next() without { passthrough: true } leaves the response to the handler; return the body instead';
     await expect(explore([WithRes])).rejects.toThrow(`@Idempotent() on WithRes.pay()${message}`);
     await expect(explore([WithNext])).rejects.toThrow(`@Idempotent() on WithNext.pay()${message}`);
+  });
+
+  it('refuses @IdempotencyKey() on a route without @Idempotent(), and takes it with one', async () => {
+    @Controller()
+    class Payments {
+      @Post('a')
+      @Idempotent()
+      a(@IdempotencyKey() key: string) {
+        return key;
+      }
+
+      @Post('b')
+      b(@Body() body: unknown) {
+        return body;
+      }
+
+      @Post('c')
+      c(@Body() _body: unknown, @IdempotencyKey() key: string) {
+        return key;
+      }
+    }
+    await expect(explore([Payments])).rejects.toThrow(
+      '@IdempotencyKey() on Payments.c(): the key is read on @Idempotent() routes only, so here it would be undefined and nothing deduplicated: add @Idempotent() to the route, or remove @IdempotencyKey()',
+    );
+    Idempotent()(Payments.prototype, 'c', Object.getOwnPropertyDescriptor(Payments.prototype, 'c')!);
+    await expect(explore([Payments])).resolves.toBeUndefined();
   });
 
   it('refuses @Sse()', async () => {

@@ -13,6 +13,12 @@ const stored: StoredResponse = { status: 201, headers: {}, body: Buffer.from('ok
 const filter = () => new IdempotencyExceptionFilter(resolveModuleOptions({}, () => new InMemoryStore()));
 
 describe('IdempotencyExceptionFilter', () => {
+  it('names IdempotencyModule when it is not imported (Nest would list an injection token)', () => {
+    expect(() => new IdempotencyExceptionFilter(undefined as never)).toThrow(
+      '@Idempotent() needs IdempotencyModule: add IdempotencyModule.forRoot() (or forRootAsync()) to the imports of your AppModule',
+    );
+  });
+
   it('writes nothing where the interceptor has answered already', () => {
     const res = new FakeResponse();
     res.end('answered');

@@ -5,6 +5,7 @@ import { IdempotencyException, type IdempotencyEvent, IdempotencyKey } from '../
 import { IdempotentReplay } from '../../lib/shared/exceptions/idempotent-replay.exception.js';
 import { IDEMPOTENT_ROUTE_METADATA } from '../../lib/shared/idempotency.constants.js';
 import { keyOf } from '../../lib/transports/http/request-key.store.js';
+import { IdempotencyInterceptor } from '../../lib/nest/idempotency.interceptor.js';
 import { httpContext } from '../support/contexts.js';
 import { FakeResponse } from '../support/fake-response.js';
 import { spyOnLogger } from '../support/logger.js';
@@ -52,6 +53,17 @@ async function endsUnrecorded(res: FakeResponse, store: { calls: unknown[][] }) 
 describe('IdempotencyInterceptor', () => {
   const log = spyOnLogger();
   destroyProtocolsAfterEach();
+  it('names IdempotencyModule when it is not imported (Nest would list an injection token)', () => {
+    const { routes } = createProtocol();
+    expect(() => new IdempotencyInterceptor(undefined as never, routes)).toThrow(
+      '@Idempotent() needs IdempotencyModule: add IdempotencyModule.forRoot() (or forRootAsync()) to the imports of your AppModule',
+    );
+    expect(() => new IdempotencyInterceptor(new Map(), undefined as never)).toThrow(
+      '@Idempotent() needs IdempotencyModule: add IdempotencyModule.forRoot() (or forRootAsync()) to the imports of your AppModule',
+    );
+    expect(() => new IdempotencyInterceptor(new Map(), routes)).not.toThrow();
+  });
+
   it('leaves the key beside the request only for a handler that takes @IdempotencyKey()', async () => {
     const { interceptor, context, req, res } = setup({}, {}, false);
     const out = await interceptor.intercept(context(), next(of({ id: 1 })));

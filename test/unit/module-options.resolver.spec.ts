@@ -2,6 +2,7 @@ import { describe, expect, it, jest } from '@jest/globals';
 import { Logger } from '@nestjs/common';
 import {
   InMemoryStore,
+  RedisStore,
   type IdempotencyModuleOptions,
   type IdempotencyStore,
   type IdempotencyTransactions,
@@ -163,6 +164,42 @@ describe('resolveModuleOptions', () => {
     } finally {
       warn.mockRestore();
     }
+  });
+
+  it.each([
+    ['redis', "store takes a store instance, not the string 'redis': pass new RedisStore({ url: process.env.REDIS_URL })"],
+    [
+      'Postgres',
+      "store takes a store instance, not the string 'Postgres': pass new PostgresStore({ connectionString: process.env.DATABASE_URL })",
+    ],
+    ['memory', "store takes a store instance, not the string 'memory': pass new InMemoryStore()"],
+    ['sqlite', "store takes a store instance, not the string 'sqlite': pass new SqliteStore({ filename: 'idempotency.db' })"],
+    [
+      'mongo',
+      "store takes a store instance, not the string 'mongo': pass new InMemoryStore(), new RedisStore({ url }), new PostgresStore({ connectionString }) or new SqliteStore({ filename })",
+    ],
+  ])('a store named by the string %j is refused with the instance to pass', (name, message) => {
+    expect(() => resolveModuleOptions({ store: name as never })).toThrow(err(message));
+  });
+
+  it('a store class, a factory function or an object that is no store is refused with what to pass', () => {
+    expect(() => resolveModuleOptions({ store: RedisStore as never })).toThrow(
+      err('store takes a store instance, not the class RedisStore: pass new RedisStore({ url: process.env.REDIS_URL })'),
+    );
+    class LedgerStore {}
+    expect(() => resolveModuleOptions({ store: LedgerStore as never })).toThrow(
+      err('store takes a store instance, not the class LedgerStore: pass new LedgerStore(...)'),
+    );
+    expect(() => resolveModuleOptions({ store: (() => new InMemoryStore()) as never })).toThrow(
+      err(
+        'store takes a store instance, not a function: pass new InMemoryStore(), new RedisStore({ url }), new PostgresStore({ connectionString }) or new SqliteStore({ filename }) (a factory belongs in forRootAsync({ useFactory }))',
+      ),
+    );
+    expect(() => resolveModuleOptions({ store: { url: 'redis://x' } as never })).toThrow(
+      err(
+        'store must implement IdempotencyStore (missing claim()): pass new InMemoryStore(), new RedisStore({ url }), new PostgresStore({ connectionString }) or new SqliteStore({ filename }), or a store of your own',
+      ),
+    );
   });
 
   it.each(['claim', 'commit', 'release', 'renew'])('refuses a cache without %s()', (method) => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { importOptional } from '../../lib/shared/utils/optional-peer.util.js';
+import { importOptional, importRequired } from '../../lib/shared/utils/optional-peer.util.js';
 
 const notFound = (name: string) =>
   Object.assign(new Error(`Cannot find package '${name}' imported from x`), { code: 'ERR_MODULE_NOT_FOUND' });
@@ -35,5 +35,27 @@ describe('importOptional', () => {
     // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- a non-Error is what the test is about
     await expect(importOptional('p', () => Promise.reject('not an error'), failed)).resolves.toBeUndefined();
     expect(failures).toEqual(['boom', "Cannot find package 'dep-of-p' imported from x", 'not an error']);
+  });
+});
+
+describe('importRequired', () => {
+  it('hands back the loaded module', async () => {
+    await expect(importRequired('PostgresStore', 'pg', 8, async () => ({ ok: 1 }))).resolves.toEqual({ ok: 1 });
+  });
+
+  it("names the feature and the install line when the package is not installed, keeping Node's error as the cause", async () => {
+    const missing = notFound('pg');
+    const err = (await importRequired('PostgresStore', 'pg', 8, () => Promise.reject(missing)).catch((e: unknown) => e)) as Error;
+    expect(err.message).toBe('PostgresStore needs the "pg" package: npm install pg@8');
+    expect(err.cause).toBe(missing);
+  });
+
+  it("passes on a peer's own failure, or a package of its own that is missing, as it is", async () => {
+    const broken = new Error('boom');
+    await expect(importRequired('PostgresStore', 'pg', 8, () => Promise.reject(broken))).rejects.toBe(broken);
+    const dependency = notFound('pg-types');
+    await expect(importRequired('PostgresStore', 'pg', 8, () => Promise.reject(dependency))).rejects.toBe(dependency);
+    const unnamed = Object.assign(new Error('Cannot find package'), { code: 'ERR_MODULE_NOT_FOUND' });
+    await expect(importRequired('PostgresStore', 'pg', 8, () => Promise.reject(unnamed))).rejects.toBe(unnamed);
   });
 });

@@ -3,11 +3,45 @@
 /** A configured value as shown: `ConfigService.get()` hands over strings, and "got 3600000" hid why it was refused. */
 const shown = (got: unknown): string => (typeof got === 'string' ? `the string '${got.slice(0, 60)}'` : String(got));
 
+/** What to write for a store named by a string or a class instead of an instance. */
+const STORES: Readonly<Partial<Record<string, string>>> = {
+  memory: 'new InMemoryStore()',
+  'in-memory': 'new InMemoryStore()',
+  inmemorystore: 'new InMemoryStore()',
+  redis: 'new RedisStore({ url: process.env.REDIS_URL })',
+  redisstore: 'new RedisStore({ url: process.env.REDIS_URL })',
+  postgres: 'new PostgresStore({ connectionString: process.env.DATABASE_URL })',
+  postgresql: 'new PostgresStore({ connectionString: process.env.DATABASE_URL })',
+  pg: 'new PostgresStore({ connectionString: process.env.DATABASE_URL })',
+  postgresstore: 'new PostgresStore({ connectionString: process.env.DATABASE_URL })',
+  sqlite: "new SqliteStore({ filename: 'idempotency.db' })",
+  sqlitestore: "new SqliteStore({ filename: 'idempotency.db' })",
+};
+const ANY_STORE =
+  'new InMemoryStore(), new RedisStore({ url }), new PostgresStore({ connectionString }) or new SqliteStore({ filename })';
+
 /** Errors that stop the application at startup: a misconfiguration is never left for run time. */
 export const CONFIG_ERRORS = {
   notAnObject: 'options must be an object',
-  notAStore: (option: string, method: string) => `${option} must implement IdempotencyStore (missing ${method}())`,
+  notAStore: (option: string, got: unknown, method: string) => {
+    if (typeof got === 'string') {
+      const store = STORES[got.toLowerCase()];
+      return `${option} takes a store instance, not the string '${got.slice(0, 30)}': pass ${store ?? ANY_STORE}`;
+    }
+    if (typeof got === 'function' && /^class\s/.test(Function.prototype.toString.call(got)) && got.name) {
+      const store = STORES[got.name.toLowerCase()] ?? `new ${got.name}(...)`;
+      return `${option} takes a store instance, not the class ${got.name}: pass ${store}`;
+    }
+    if (typeof got === 'function') {
+      return `${option} takes a store instance, not a function: pass ${ANY_STORE} (a factory belongs in forRootAsync({ useFactory }))`;
+    }
+    return `${option} must implement IdempotencyStore (missing ${method}()): pass ${ANY_STORE}, or a store of your own`;
+  },
+  missingPeer: (feature: string, name: string, major: number) =>
+    `${feature} needs the "${name}" package: npm install ${name}@${major}`,
   storeTwice: 'give store or cache (its deprecated name), not both',
+  moduleMissing:
+    '@Idempotent() needs IdempotencyModule: add IdempotencyModule.forRoot() (or forRootAsync()) to the imports of your AppModule; it is global, so once is enough (with isGlobal: false, import it in each module whose controllers use @Idempotent())',
   transportTwice: (type: string) => `two idempotency transports serve the context type '${type}': register one`,
   noAdmin: (store: string, method: string) => `IdempotencyAdmin needs IdempotencyStore's ${method}(), which ${store} lacks`,
   adminKey: 'IdempotencyAdmin: the key must be a non-empty string, as the client sent it',
@@ -44,6 +78,8 @@ export const CONFIG_ERRORS = {
     `${key} is an option of ${registration} itself; the options its factory returns cannot change how the module is registered`,
   asyncNeedsFactory: 'IdempotencyModule.forRootAsync() needs useFactory, useClass or useExisting',
   sse: 'an @Sse() stream cannot be stored and replayed',
+  keyWithoutIdempotent:
+    'the key is read on @Idempotent() routes only, so here it would be undefined and nothing deduplicated: add @Idempotent() to the route, or remove @IdempotencyKey()',
   safeMethod: 'GET, HEAD, OPTIONS and other safe methods change nothing and need no key; use it on POST, PUT, PATCH or DELETE',
   ownResponse: '@Res()/@Next() without { passthrough: true } leaves the response to the handler; return the body instead',
   transactions: 'transactions must be an IdempotencyTransactions: an object with run(work), e.g. clsTransactions(txHost)',

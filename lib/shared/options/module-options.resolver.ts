@@ -101,7 +101,7 @@ export function resolveModuleOptions(
   const store = options.store ?? options.cache ?? defaultStore();
   for (const method of STORE_METHODS) {
     if (typeof (store as unknown as Record<string, unknown>)[method] !== 'function') {
-      fail(where, CONFIG_ERRORS.notAStore(options.cache === undefined ? 'store' : 'cache', method));
+      fail(where, CONFIG_ERRORS.notAStore(options.cache === undefined ? 'store' : 'cache', store, method));
     }
   }
   const headerName = options.headerName ?? DEFAULT_HEADER_NAME;

@@ -1,5 +1,6 @@
 import type { Logger } from '@nestjs/common';
 import { LOGS } from '../../shared/messages/operator.messages.js';
+import { importRequired } from '../../shared/utils/optional-peer.util.js';
 import type { PostgresPoolLike } from './postgres-store.options.js';
 
 /** The pool a `PostgresStore` given a connection string creates, owns and closes. */
@@ -30,5 +31,6 @@ interface PgModule {
 
 /** node-postgres, loaded here and only here, on first use: the in-memory and Redis paths must run without pg installed. */
 export async function loadPg(): Promise<PgModule> {
-  return ((await import('pg')) as unknown as { default: PgModule }).default;
+  const pg = await importRequired('PostgresStore', 'pg', 8, () => import('pg'));
+  return (pg as unknown as { default: PgModule }).default;
 }

@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import type { Writable } from 'node:stream';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { LOGS, FAILURES } from '../../shared/messages/operator.messages.js';
+import { importRequired } from '../../shared/utils/optional-peer.util.js';
 import type {
   ClaimOutcome,
   IdempotencyClaim,
@@ -66,6 +67,14 @@ export class RedisStore implements IdempotencyStore {
     this.client = client ? Promise.resolve(this.prepare(client)) : this.connect(url, redisOptions);
     // A failed connect surfaces on the first command; don't let it be an unhandled rejection before.
     this.client.then((ready) => (this.ready = ready)).catch(() => undefined);
+  }
+
+  /**
+   * Fails the start when ioredis is not installed. It does not wait for Redis: a server away at start
+   * is answered as one away later (503 until it is back), so a pod can start before its Redis.
+   */
+  async open(): Promise<void> {
+    await this.client;
   }
 
   /**
@@ -202,7 +211,9 @@ export class RedisStore implements IdempotencyStore {
 
   private async connect(url: string, redisOptions: Readonly<Record<string, unknown>>): Promise<ScriptedClient> {
     // Loaded here, not at import: the in-memory path must run without ioredis installed.
-    const ioredis = (await import('ioredis')) as unknown as { Redis: new (url: string, options: object) => RedisClientLike };
+    const ioredis = (await importRequired('RedisStore', 'ioredis', 5, () => import('ioredis'))) as unknown as {
+      Redis: new (url: string, options: object) => RedisClientLike;
+    };
     const client = new ioredis.Redis(url, {
       // Commands wait at most one reconnect attempt while Redis is away, then fail (503 upstream)
       // instead of queueing and running late.

@@ -10,6 +10,7 @@ import type {
   PeekedEntry,
 } from '../contract/idempotency-store.interface.js';
 import { fail, integerIn, refuseUnknownKeys, sqlIdentifier } from '../../shared/options/option.validators.js';
+import { importRequired } from '../../shared/utils/optional-peer.util.js';
 import { DEFAULT_SWEEP_INTERVAL_MS, DEFAULT_TABLE_NAME, SWEEP_BATCH, SWEEP_BATCHES } from '../shared/sql-store.options.js';
 import { LazyConnection } from '../shared/lazy.connection.js';
 import { SqlSweeper } from '../shared/sql.sweeper.js';
@@ -213,7 +214,9 @@ export class SqliteStore implements IdempotencyStore {
 
   private async openFile(filename: string): Promise<SqliteDatabaseLike> {
     // Loaded here, not at import: the in-memory and Redis paths must run without better-sqlite3.
-    const sqlite = (await import('better-sqlite3')) as unknown as { default: new (filename: string) => SqliteDatabaseLike };
+    const sqlite = (await importRequired('SqliteStore', 'better-sqlite3', 12, () => import('better-sqlite3'))) as unknown as {
+      default: new (filename: string) => SqliteDatabaseLike;
+    };
     const db = new sqlite.default(filename);
     // WAL lets readers and one writer of several processes share the file.
     if (filename !== ':memory:') db.pragma('journal_mode = WAL');

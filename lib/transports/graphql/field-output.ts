@@ -8,6 +8,7 @@ import type {
   GraphQLSchema,
   SelectionSetNode,
 } from 'graphql';
+import { importRequired } from '../../shared/utils/optional-peer.util.js';
 
 /** The `graphql` package, loaded once the first idempotent mutation runs (it is the application's). */
 export type GraphqlJs = typeof import('graphql');
@@ -16,7 +17,9 @@ let graphqlJs: Promise<GraphqlJs> | undefined;
 
 export function loadGraphqlJs(): Promise<GraphqlJs> {
   // A CommonJS package: its exports arrive as named exports or, on some loaders, as `default` only.
-  graphqlJs ??= import('graphql').then((m) => ((m as { execute?: unknown }).execute ? m : (m as { default: GraphqlJs }).default));
+  graphqlJs ??= importRequired('@Idempotent() on a GraphQL mutation', 'graphql', 16, () => import('graphql')).then((m) =>
+    (m as { execute?: unknown }).execute ? m : (m as { default: GraphqlJs }).default,
+  );
   return graphqlJs;
 }
 

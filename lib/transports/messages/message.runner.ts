@@ -11,6 +11,7 @@ import type { IdempotencyTransport } from '../../core/idempotency-transport.inte
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from '../../shared/interfaces/resolved-options.interface.js';
 import { type Delivery, MessageAcknowledger } from './message.acknowledger.js';
 import { readMessageKey, readMessageScope } from './message-key.reader.js';
+import { importRequired } from '../../shared/utils/optional-peer.util.js';
 
 /** The HTTP sentences name the header; a message's sender reads these instead. */
 const MESSAGE_REASONS: Partial<Record<string, string>> = {
@@ -23,7 +24,12 @@ let rpcException: Promise<RpcExceptionType> | undefined;
 
 /** Loaded on the first refused message: an application without @nestjs/microservices never gets here. */
 async function rpcError(err: IdempotencyException): Promise<Error> {
-  rpcException ??= import('@nestjs/microservices').then((m) => m.RpcException as RpcExceptionType);
+  rpcException ??= importRequired(
+    '@Idempotent() on a message handler',
+    '@nestjs/microservices',
+    12,
+    () => import('@nestjs/microservices'),
+  ).then((m) => m.RpcException as RpcExceptionType);
   const message = MESSAGE_REASONS[err.code!] ?? err.reason;
   return new (await rpcException)({ ...errorExtensions(err), message });
 }
