@@ -132,7 +132,7 @@ class ChargesController {
 
 /**
  * The official Stripe SDK as the client, pointed at the app: what its users get with the
- * module's default errors and with the README's recipe.
+ * module's default errors and with the clients guide's recipe.
  */
 describe.each(ADAPTERS)('behind the Stripe SDK on %s', (adapter) => {
   const apps: INestApplication[] = [];

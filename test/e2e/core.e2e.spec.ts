@@ -11,6 +11,7 @@ const newKey = (): string => `key-${Date.now()}-${++seq}`;
 
 const MATRIX = ADAPTERS.flatMap((adapter) => storeNames('core e2e on PostgreSQL').map((store) => [adapter, store] as const));
 
+// B1, B2, B4 and B8 are drawn in docs/guides/flows.md: keep the diagrams and these tests telling the same sequence.
 describe.each(MATRIX)('core behaviour (docs/behaviour.md) on %s with the %s store', (adapter, storeName) => {
   let app: INestApplication;
   let runs: Runs;

@@ -37,7 +37,7 @@ const tenant = (_data: Order, ctx: { switchToRpc(): { getContext(): RmqContext }
 class Billing {
   constructor(private readonly runs: Runs) {}
 
-  // The README's shape: the order id is the key of every handler of the order's events.
+  // The message-handlers guide's shape: the order id is the key of every handler of the order's events.
   @EventPattern('order.created')
   @Idempotent({ ack: true, keyFrom: orderId })
   created(@Payload() data: Order) {

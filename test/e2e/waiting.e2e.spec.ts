@@ -8,6 +8,7 @@ import { BRIEF_WAIT_MS, post, startWaitPod, type WaitPod, waitingScenarios, wait
 // inFlight: 'wait' in one process, on every store: the duplicate is woken by the settle itself.
 const MATRIX = ADAPTERS.flatMap((adapter) => storeNames('waiting e2e on PostgreSQL').map((store) => [adapter, store] as const));
 
+// The wait of a duplicate is drawn in docs/guides/flows.md ("A concurrent duplicate: 409, or a wait").
 describe.each(MATRIX)("inFlight: 'wait' on %s with the %s store", (adapter, storeName) => {
   let pod: WaitPod;
   beforeAll(async () => {

@@ -16,7 +16,7 @@ class FloodController {
   }
 }
 
-/** Report lines for the README's eviction section: what the floods did to the stored records. */
+/** Report lines for the stores guide's eviction notes: what the floods did to the stored records. */
 const report: string[] = [];
 afterAll(() => {
   if (report.length) process.stdout.write(`\neviction floods (maxEntries ${N}):\n${report.map((l) => `  ${l}`).join('\n')}\n`);

@@ -16,6 +16,7 @@ built('.build');
 const QUEUE = 'ledger.charge-requests';
 const ready = postgresAvailable('RabbitMQ consumer pods') && rabbitAvailable('RabbitMQ consumer pods');
 
+// A consumer killed after COMMIT, before its ack, is drawn in docs/guides/message-handlers.md.
 (ready ? describe : describe.skip)(
   'the ledger sample consuming RabbitMQ: one charge per message id across consumers and crashes',
   () => {

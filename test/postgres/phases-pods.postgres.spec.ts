@@ -7,6 +7,7 @@ import { sleep } from '../support/timing.js';
 
 built('.build');
 
+// A run resumed on another pod after a crash is drawn in docs/guides/recovery-points.md.
 const describePg = postgresAvailable('atomic phases across crashing pods') ? describe : describe.skip;
 
 // The ledger sample's rides route (@Idempotent({ atomicPhases: true }): the ride, the charge at a

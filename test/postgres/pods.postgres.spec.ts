@@ -10,6 +10,7 @@ import { sleep } from '../support/timing.js';
 
 built('.build');
 
+// "A pod killed mid-handler" is drawn in docs/guides/flows.md ("A pod dies mid-handler: the lease").
 const describePg = postgresAvailable('PostgreSQL multi-pod suite') ? describe : describe.skip;
 
 // Sample pods in processes of their own on one PostgreSQL server of the suite's own (it is stopped

@@ -475,9 +475,9 @@ describePg('PostgresStore', () => {
     }
   });
 
-  it("the README's psql line, run word for word from an app's folder, applies the shipped file", async () => {
+  it("the migrations guide's psql line, run word for word from an app's folder, applies the shipped file", async () => {
     const url = await database();
-    const line = /^psql .+$/m.exec(readFileSync('README.md', 'utf8'))![0];
+    const line = /^psql .+$/m.exec(readFileSync('docs/guides/migrations.md', 'utf8'))![0];
     // An app folder whose node_modules holds the package, as npm installs it.
     const app = mkdtempSync(join(tmpdir(), 'idem-psql-'));
     try {
@@ -499,7 +499,7 @@ describePg('PostgresStore', () => {
     expect(await store.claim('k', claim('a'))).toEqual({ state: 'claimed' });
   });
 
-  it("the README's Knex migration (knex.raw of the shipped file in up()) runs through Knex's migrator, in its transaction", async () => {
+  it("the migrations guide's Knex migration (knex.raw of the shipped file in up()) runs through Knex's migrator, in its transaction", async () => {
     const url = await database();
     const ddl = readFileSync(
       createRequire(import.meta.url).resolve('nestjs-idempotency/sql/postgres/001_idempotency_records.sql'),
@@ -530,7 +530,7 @@ describePg('PostgresStore', () => {
     }
   });
 
-  it("the README's TypeORM migration runs the shipped file through TypeORM's migration runner, and reverts it", async () => {
+  it("the migrations guide's TypeORM migration runs the shipped file through TypeORM's migration runner, and reverts it", async () => {
     const url = await database();
     // The file by the package's name, as an app resolves it (the exports map lists sql/*).
     const ddl = readFileSync(

@@ -8,7 +8,7 @@ import { PostgresServer, postgresAvailable } from '../support/postgres-server.js
 import { track } from '../support/processes.js';
 import { sleep } from '../support/timing.js';
 
-// docs/exactly-once.md's Prisma line, run: a Prisma 7 client (driver adapter on pg) behind
+// docs/guides/exactly-once.md's Prisma line, run: a Prisma 7 client (driver adapter on pg) behind
 // @nestjs-cls/transactional-adapter-prisma, the completion committed by `$queryRawUnsafe` in the
 // handler's interactive transaction. The app is test/support/prisma-app.ts, in a process of its own.
 const describePg = postgresAvailable('Prisma exactly-once suite') ? describe : describe.skip;

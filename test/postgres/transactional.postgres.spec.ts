@@ -35,6 +35,8 @@ import { PgTransactions } from '../support/pg-transactions.js';
 import { PostgresServer, postgresAvailable } from '../support/postgres-server.js';
 import { sleep, until } from '../support/timing.js';
 
+// The transactional sequence (one transaction: the handler's writes, the completion, COMMIT) is drawn in
+// docs/guides/exactly-once.md.
 const describePg = postgresAvailable('transactional PostgreSQL suite') ? describe : describe.skip;
 
 let server: PostgresServer;
@@ -665,7 +667,7 @@ describePg('@Idempotent({ transactional: true }) on PostgreSQL', () => {
           controllers: [PlainTransactional],
         }),
       ).toBe(
-        '@Idempotent() on PlainTransactional.create(): transactional: true needs the module option transactions, e.g. transactions: clsTransactions(txHost) (README: "Exactly-once with your database")',
+        '@Idempotent() on PlainTransactional.create(): transactional: true needs the module option transactions, e.g. transactions: clsTransactions(txHost) (docs/guides/exactly-once.md)',
       );
     });
 

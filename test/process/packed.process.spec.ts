@@ -28,9 +28,9 @@ const LOCKED = (
 /** The version this repository's tests run, so that npm finds it in its cache. */
 const locked = (name: string): string => LOCKED[`node_modules/${name}`].version;
 
-/** The README's answer to npm's ERESOLVE with ioredis 6 beside TypeORM, as JSON. */
+/** The stores guide's answer to npm's ERESOLVE with ioredis 6 beside TypeORM, as JSON. */
 function readmeOverrides(): Record<string, unknown> {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  const readme = readFileSync(join(ROOT, 'docs/guides/stores.md'), 'utf8');
   return JSON.parse(`{${/`("overrides": \{.+?\} \})`/.exec(readme)![1]}}`).overrides as Record<string, unknown>;
 }
 
@@ -126,24 +126,23 @@ const KINDS = {
   esm: { packageJson: { name: 'app-esm', private: true, type: 'module' }, compilerOptions: { module: 'nodenext' } },
 } as const;
 
-/** The README's "Testing your app" set-up and example, taken from the README itself. */
+/** The testing guide's set-up and example, taken from the guide itself. */
 function testingRecipe(): { script: string; jestConfig: string; spec: string } {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-  const section = readme.slice(readme.indexOf('### Testing your app with the module'));
+  const section = readFileSync(join(ROOT, 'docs/guides/testing.md'), 'utf8');
   const block = (lang: string) => new RegExp(`^\`\`\`${lang}\n([\\s\\S]*?)^\`\`\`$`, 'm').exec(section)![1];
   const script = /"test": "([^"]+)"/.exec(block('sh'))![1];
   return { script, jestConfig: block('js'), spec: block('ts') };
 }
 
-/** The flags of the README's vitest line for the contract suite (`vitest run <flags>`). */
+/** The flags of the custom-stores guide's vitest line for the contract suite (`vitest run <flags>`). */
 function readmeVitestFlags(): string[] {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  const readme = readFileSync(join(ROOT, 'docs/guides/custom-stores.md'), 'utf8');
   return /`vitest run ([^`]+)`/.exec(readme)![1].split(' ');
 }
 
-/** The README's example store (`MapStore`, "A store of your own"). */
+/** The custom-stores guide's example store (`MapStore`). */
 function readmeMapStore(): string {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  const readme = readFileSync(join(ROOT, 'docs/guides/custom-stores.md'), 'utf8');
   return [...readme.matchAll(/^```ts\n([\s\S]*?)^```$/gm)]
     .map((m) => m[1])
     .find((code) => code.includes('export class MapStore'))!;

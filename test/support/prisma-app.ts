@@ -17,7 +17,7 @@ import {
   PostgresStore,
 } from '../../lib/index.js';
 
-// docs/exactly-once.md's Prisma line in an app of its own: @nestjs-cls/transactional is CommonJS and
+// docs/guides/exactly-once.md's Prisma line in an app of its own: @nestjs-cls/transactional is CommonJS and
 // requires Nest, which jest's ESM mode cannot do on Node 20, so test/postgres/prisma.postgres.spec.ts
 // runs this compiled file as a process. DATABASE_URL: the database; PRISMA_CLIENT: the folder of a
 // client generated for the Payment model; ADAPTER: express or fastify.

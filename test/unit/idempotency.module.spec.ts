@@ -94,7 +94,7 @@ describe('IdempotencyModule', () => {
         imports: [withFactory((config) => ({ ttlMs: config.get<number>('IDEMPOTENCY_TTL_MS') }))],
       }).compile(),
     ).rejects.toThrow("IdempotencyModule: ttlMs must be an integer from 1 to 31536000000, got the string '3600000'");
-    // The README's recipe converts, and starts.
+    // The configuration guide's recipe converts, and starts.
     expect(
       (await optionsOf(withFactory((config) => ({ ttlMs: Number(config.get('IDEMPOTENCY_TTL_MS', 86_400_000)) })))).ttlMs,
     ).toBe(3_600_000);

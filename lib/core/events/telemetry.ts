@@ -26,7 +26,7 @@ export const METRICS = {
   requests: 'idempotency.requests',
   /** In seconds, as the semantic conventions measure durations; with `error.type` on a failed call. */
   operationDuration: 'idempotency.store.operation.duration',
-  /** Deprecated: the same in ms, without `error.type`; kept for one minor release (see the README's migration note). */
+  /** Deprecated: the same in ms, without `error.type`; kept for one minor release (see docs/guides/operations.md). */
   storeDuration: 'idempotency.store.duration',
   errorType: 'error.type',
   outcome: 'idempotency.outcome',

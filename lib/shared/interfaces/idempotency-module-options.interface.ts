@@ -18,7 +18,7 @@ export interface IdempotencyModuleOptions {
   /**
    * Where keys and responses are kept. Default: a new `InMemoryStore` for this module (state per
    * process). Several pods need `RedisStore`, `PostgresStore` or `SqliteStore` (one host). Give
-   * idempotency a store of its own: see the README's "InMemoryStore".
+   * idempotency a store of its own: see docs/guides/stores.md.
    */
   store?: IdempotencyStore;
   /** @deprecated The same as `store`, its earlier name: it still works, with one warning. */
@@ -71,7 +71,7 @@ export interface IdempotencyModuleOptions {
    * Builds the body of the module's own errors in your API's shape instead; `errorFormat` still
    * decides the content type. It is given `{ status, code, message }` and its result is written as
    * JSON. If it throws or returns something JSON cannot write, the default body is sent and the
-   * failure logged: an error answer never becomes a 500. See the README, "Stripe-style clients".
+   * failure logged: an error answer never becomes a 500. See docs/guides/clients.md.
    */
   errorBody?: IdempotencyErrorBody;
   /**
@@ -83,7 +83,7 @@ export interface IdempotencyModuleOptions {
   /**
    * With `@nestjs/swagger` installed, document every `@Idempotent()` route in the OpenAPI document:
    * the key header, the expiry policy, the 400/409/422/503 answers, the replay header. Default
-   * `true`; nothing is loaded without `@nestjs/swagger`. See the README, "OpenAPI".
+   * `true`; nothing is loaded without `@nestjs/swagger`. See docs/standards.md.
    */
   openApi?: boolean;
   /**
@@ -91,15 +91,15 @@ export interface IdempotencyModuleOptions {
    * with `lease-lost` and `evicted`: a function, or an injectable class with
    * `onIdempotencyEvent(event)` (built by the container, so it can inject). Called after the response
    * decision, never awaited; what it throws is logged. Events carry a SHA-256 of the key, never the
-   * key or the body. See the README, "Operations".
+   * key or the body. See docs/guides/operations.md.
    */
   events?: IdempotencyEventsOption;
   /**
    * Seal every stored response (status, headers, body) with AES-256-GCM before it reaches the store:
    * `{ keys: { [id]: 32-byte Buffer }, current: id }`. The store keeps the fingerprint (a hash), the
    * key id and ciphertext, never the response. A record that fails authentication or names a key no
-   * longer listed is answered 503 (never replayed, never run again). Default: off. See the README,
-   * "Encryption at rest".
+   * longer listed is answered 503 (never replayed, never run again). Default: off. See
+   * docs/guides/operations.md, "Encryption at rest".
    */
   encryption?: IdempotencyEncryption;
   /**
@@ -131,8 +131,8 @@ export interface IdempotencyModuleOptions {
   /**
    * What a duplicate of a request still running gets. `'conflict'` (default): 409 at once, and the
    * client retries. `'wait'`: it waits up to `waitMs` and is woken when the first settles: the replay,
-   * or the handler's run if the first released the key, or 409 when the wait runs out. See the README,
-   * "Duplicates that wait". HTTP routes and GraphQL mutations; message handlers always refuse.
+   * or the handler's run if the first released the key, or 409 when the wait runs out. See
+   * docs/guides/waiting-duplicates.md. HTTP routes and GraphQL mutations; message handlers always refuse.
    */
   inFlight?: InFlightPolicy;
   /** With `inFlight: 'wait'`: the longest a duplicate waits, in ms. Default 5 000; from 1 to 2 147 483 647. */
@@ -148,7 +148,7 @@ export interface IdempotencyModuleOptions {
   /**
    * Runs `IdempotencyCompleter` in this process: it finds `@PhasedWorkflow()` runs of `atomicPhases`
    * routes that nobody finished (the process died, the client gave up) and drives them through their
-   * last phase. Off by default; `{}` takes the defaults. See the README, "Recovery points".
+   * last phase. Off by default; `{}` takes the defaults. See docs/guides/recovery-points.md.
    */
   completer?: CompleterOptions;
 }

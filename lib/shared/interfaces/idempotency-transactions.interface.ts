@@ -31,6 +31,6 @@ export interface TransactionHostLike<Tx> {
 
 /**
  * Runs one statement on the adapter's transaction object and returns its rows, or a result holding
- * them as `rows`. See the README for Kysely, Knex, Drizzle and MikroORM.
+ * them as `rows`. The guide docs/guides/exactly-once.md shows Kysely, Knex, Drizzle and MikroORM.
  */
 export type TransactionQuery<Tx> = (tx: Tx, text: string, values: unknown[]) => Promise<unknown>;

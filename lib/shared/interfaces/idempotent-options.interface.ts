@@ -12,7 +12,7 @@ export interface IdempotentOptions {
   /**
    * Exactly-once with your database: the handler runs inside one transaction of the module's
    * `transactions` port, and its idempotency record is committed as that transaction's last statement.
-   * Needs `PostgresStore`. Default `false`. See the README, "Exactly-once with your database".
+   * Needs `PostgresStore`. Default `false`. See docs/guides/exactly-once.md.
    */
   transactional?: boolean;
   /**
@@ -20,7 +20,7 @@ export interface IdempotentOptions {
    * phases (`run.phase()`, `run.foreign()`, `run.finish()`), each one transaction of the module's
    * `transactions` port that also stores the phase's result with the key. A retry after a crash
    * resumes at the first phase not committed. Needs `PostgresStore`; excludes `transactional`.
-   * Default `false`. See the README, "Recovery points".
+   * Default `false`. See docs/guides/recovery-points.md.
    */
   atomicPhases?: boolean;
   /** How this route fingerprints request bodies, replacing the module's `fingerprint`. */
@@ -51,8 +51,8 @@ export interface IdempotentOptions {
   /**
    * RabbitMQ handlers of a queue consumed with `noAck: false` (Nest's default is `true`):
    * - `true`: the module acknowledges each delivery once its outcome is recorded, and the handler
-   *   must not ack it. Refused and failed messages are requeued or rejected as the README's "Message
-   *   handlers" says.
+   *   must not ack it. Refused and failed messages are requeued or rejected as
+   *   docs/guides/message-handlers.md says.
    * - `'skipped'`: Nest's manual-ack recipe, the handler acks what it runs; the module settles only
    *   the deliveries it does not hand to the handler (a replayed or in-flight duplicate, a refused
    *   message), which would otherwise stay unacknowledged and stall the consumer.
@@ -91,7 +91,7 @@ export type MessageScopeFunction = (data: any, context: ExecutionContext) => str
  *   the same data in another key order is another request (422).
  * - a {@link FingerprintFunction}: what it returns, canonicalised like a body, stands for the body.
  *
- * Changing it between deploys is safe: see the README, "Fingerprint".
+ * Changing it between deploys is safe: see docs/how-it-works.md ("Changing the fingerprint setting").
  */
 export type FingerprintMode = 'canonical' | 'raw' | FingerprintFunction;
 

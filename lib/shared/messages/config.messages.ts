@@ -88,7 +88,7 @@ export const CONFIG_ERRORS = {
   workflowName: '@PhasedWorkflow() needs a name of 1 to 100 letters, digits, _ . : or -',
   phasesTransactional: 'atomicPhases and transactional exclude each other: each phase is a transaction of its own',
   noTransactions: (option: string) =>
-    `${option}: true needs the module option transactions, e.g. transactions: clsTransactions(txHost) (README: "Exactly-once with your database")`,
+    `${option}: true needs the module option transactions, e.g. transactions: clsTransactions(txHost) (docs/guides/exactly-once.md)`,
   transactionalStore: (option: string) =>
     `${option}: true needs a store that commits its record in your transaction: store: new PostgresStore(...) on your application's database`,
   identityUnbuildable: (name: string, reason: string) =>

@@ -1,6 +1,6 @@
 /** Options of {@link InMemoryStore}. */
 export interface InMemoryStoreOptions {
-  /** Most entries held at once; an insert at the bound evicts one (see the README's "InMemoryStore"). Default 10 000. */
+  /** Most entries held at once; an insert at the bound evicts one (see docs/guides/stores.md). Default 10 000. */
   maxEntries?: number;
   /**
    * Capacity reserved per key prefix, e.g. `{ 'idem:': 8000, 'rl:': 2000 }`. An insert never evicts an entry
