@@ -5,7 +5,22 @@ import prettier from 'eslint-config-prettier';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', '.build/', 'coverage/', 'reports/', '.stryker-tmp/', 'node_modules/', '**/*.js', '**/*.cjs', '**/*.mjs'] },
+  {
+    ignores: [
+      'dist/',
+      '.build/',
+      'coverage/',
+      'reports/',
+      '.stryker-tmp/',
+      'node_modules/',
+      'docs/api/',
+      'docs/.vitepress/cache/',
+      'docs/.vitepress/dist/',
+      '**/*.js',
+      '**/*.cjs',
+      '**/*.mjs',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

@@ -55,6 +55,8 @@ describe('importRequired', () => {
     await expect(importRequired('PostgresStore', 'pg', 8, () => Promise.reject(broken))).rejects.toBe(broken);
     const dependency = notFound('pg-types');
     await expect(importRequired('PostgresStore', 'pg', 8, () => Promise.reject(dependency))).rejects.toBe(dependency);
+    const uncoded = new Error("pg's native binding for 'pg' failed to load");
+    await expect(importRequired('PostgresStore', 'pg', 8, () => Promise.reject(uncoded))).rejects.toBe(uncoded);
     const unnamed = Object.assign(new Error('Cannot find package'), { code: 'ERR_MODULE_NOT_FOUND' });
     await expect(importRequired('PostgresStore', 'pg', 8, () => Promise.reject(unnamed))).rejects.toBe(unnamed);
   });
