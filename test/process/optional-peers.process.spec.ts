@@ -14,7 +14,7 @@ const BLOCK = ['--import', './test/support/block-peers.mjs'];
  * transactions port takes the application's TransactionHost, so nothing names nestjs-cls at all.
  */
 const PEERS = [
-  { name: 'ioredis', loaders: ['stores/redis/redis.store.js'] },
+  { name: 'ioredis', loaders: ['stores/redis/redis.connection.js'] },
   { name: 'pg', loaders: ['stores/postgres/postgres.pool.js'] },
   { name: 'better-sqlite3', loaders: ['stores/sqlite/sqlite.store.js'] },
   { name: 'nestjs-cls', loaders: [] },

@@ -3,7 +3,6 @@ import { createHash } from 'node:crypto';
 import type { Writable } from 'node:stream';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { LOGS, FAILURES } from '../../shared/messages/operator.messages.js';
-import { importRequired } from '../../shared/utils/optional-peer.util.js';
 import type {
   ClaimOutcome,
   IdempotencyClaim,
@@ -16,6 +15,7 @@ import { decodeEntry, encodeClaim, encodeRecord, ownerPrefix } from '../shared/s
 import type { RedisCacheOptions } from './redis-cache.options.js';
 import { resolveRedisOptions } from './redis-options.resolver.js';
 import type { RedisClientLike, RedisStoreOptions } from './redis-store.options.js';
+import { openRedisClient } from './redis.connection.js';
 import {
   type ClaimItem,
   claimsArgs,
@@ -64,8 +64,10 @@ export class RedisStore implements IdempotencyStore {
     const { url, client, commandTimeoutMs, redisOptions } = resolveRedisOptions(options);
     this.timeoutMs = commandTimeoutMs;
     this.owned = !client;
-    this.client = client ? Promise.resolve(this.prepare(client)) : this.connect(url, redisOptions);
-    // A failed connect surfaces on the first command; don't let it be an unhandled rejection before.
+    this.client = client
+      ? Promise.resolve(this.prepare(client))
+      : openRedisClient(url, redisOptions, this.logger).then((own) => this.prepare(own));
+    // A failed connect fails open() and every command; it must not be an unhandled rejection before.
     this.client.then((ready) => (this.ready = ready)).catch(() => undefined);
   }
 
@@ -207,31 +209,6 @@ export class RedisStore implements IdempotencyStore {
     for (const [name, lua] of Object.entries(SCRIPTS))
       client.defineCommand(name, MANY_KEYS.has(name) ? { lua } : { numberOfKeys: 1, lua });
     return client as ScriptedClient;
-  }
-
-  private async connect(url: string, redisOptions: Readonly<Record<string, unknown>>): Promise<ScriptedClient> {
-    // Loaded here, not at import: the in-memory path must run without ioredis installed.
-    const ioredis = (await importRequired('RedisStore', 'ioredis', 5, () => import('ioredis'))) as unknown as {
-      Redis: new (url: string, options: object) => RedisClientLike;
-    };
-    const client = new ioredis.Redis(url, {
-      // Commands wait at most one reconnect attempt while Redis is away, then fail (503 upstream)
-      // instead of queueing and running late.
-      maxRetriesPerRequest: 1,
-      retryStrategy: (times: number) => Math.min(times * 100, 1000),
-      ...redisOptions,
-    });
-    let down = false;
-    client.on('error', (err: Error) => {
-      if (down) return;
-      down = true;
-      this.logger.error(LOGS.redisDown(err.message));
-    });
-    client.on('ready', () => {
-      if (down) this.logger.log(LOGS.redisUp);
-      down = false;
-    });
-    return this.prepare(client);
   }
 
   /**
