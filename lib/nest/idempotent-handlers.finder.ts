@@ -52,6 +52,24 @@ export function servedBy(options: object): (host: HostModule | undefined) => boo
   };
 }
 
+/** Each method of the controllers `serves` accepts, inherited ones too, with its class and name. */
+function* controllerMethods(
+  discovery: DiscoveryService,
+  scanner: MetadataScanner,
+  serves: (host: HostModule | undefined) => boolean,
+): Generator<{ type: IdempotentHandler['type']; name: string; handler: (...args: never[]) => unknown }> {
+  for (const wrapper of discovery.getControllers()) {
+    const type = wrapper.metatype as { name: string; prototype?: object } | undefined;
+    if (!type?.prototype || !serves(wrapper.host)) continue;
+    const prototype = type.prototype as Record<string, unknown>;
+    for (const name of scanner.getAllMethodNames(prototype)) {
+      const handler = prototype[name];
+      if (typeof handler === 'function')
+        yield { type: type as IdempotentHandler['type'], name, handler: handler as IdempotentHandler['handler'] };
+    }
+  }
+}
+
 /**
  * Every `@Idempotent()` method of the application's controllers (inherited ones too) that `serves`
  * accepts: with several registrations, each explores the controllers it serves (see
@@ -64,20 +82,8 @@ export function findIdempotentHandlers(
   serves: (host: HostModule | undefined) => boolean,
 ): IdempotentHandler[] {
   const found: IdempotentHandler[] = [];
-  for (const wrapper of discovery.getControllers()) {
-    const type = wrapper.metatype as { name: string; prototype?: object } | undefined;
-    if (!type?.prototype || !serves(wrapper.host)) continue;
-    const prototype = type.prototype as Record<string, unknown>;
-    for (const name of scanner.getAllMethodNames(prototype)) {
-      const handler = prototype[name];
-      if (typeof handler !== 'function' || !routes.isIdempotent(handler)) continue;
-      found.push({
-        type: type as IdempotentHandler['type'],
-        name,
-        handler: handler as IdempotentHandler['handler'],
-        where: `@Idempotent() on ${type.name}.${name}()`,
-      });
-    }
+  for (const { type, name, handler } of controllerMethods(discovery, scanner, serves)) {
+    if (routes.isIdempotent(handler)) found.push({ type, name, handler, where: `@Idempotent() on ${type.name}.${name}()` });
   }
   return found;
 }
@@ -94,16 +100,10 @@ export function findStrayKeyReaders(
   serves: (host: HostModule | undefined) => boolean,
 ): string[] {
   const found: string[] = [];
-  for (const wrapper of discovery.getControllers()) {
-    const type = wrapper.metatype as { name: string; prototype?: object } | undefined;
-    if (!type?.prototype || !serves(wrapper.host)) continue;
-    const prototype = type.prototype as Record<string, unknown>;
-    for (const name of scanner.getAllMethodNames(prototype)) {
-      const handler = prototype[name];
-      if (typeof handler !== 'function' || routes.isIdempotent(handler)) continue;
-      const args = (Reflect.getMetadata(NEST_ROUTE_ARGS_METADATA, type, name) ?? {}) as Record<string, { factory?: unknown }>;
-      if (Object.values(args).some((arg) => arg.factory === readIdempotencyKey)) found.push(`${type.name}.${name}()`);
-    }
+  for (const { type, name, handler } of controllerMethods(discovery, scanner, serves)) {
+    if (routes.isIdempotent(handler)) continue;
+    const args = (Reflect.getMetadata(NEST_ROUTE_ARGS_METADATA, type, name) ?? {}) as Record<string, { factory?: unknown }>;
+    if (Object.values(args).some((arg) => arg.factory === readIdempotencyKey)) found.push(`${type.name}.${name}()`);
   }
   return found;
 }
