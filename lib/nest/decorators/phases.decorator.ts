@@ -11,6 +11,6 @@ export function readPhasedRun(_data: unknown, context: ExecutionContext): object
 
 /**
  * The `PhasedRun` of an `@Idempotent({ atomicPhases: true })` route's request: the handler's work as
- * atomic phases, resumed by a retry after a crash. See the README, "Recovery points".
+ * atomic phases, resumed by a retry after a crash. See docs/guides/recovery-points.md.
  */
 export const Phases = createParamDecorator(readPhasedRun);
