@@ -36,6 +36,7 @@ import '../unit/idempotency.service.spec.js';
 import '../unit/duplicate.waiters.spec.js';
 import '../unit/phased.run.spec.js';
 import '../unit/phase.settler.spec.js';
+import '../unit/phase.settlement.spec.js';
 import '../unit/postgres.jsonb.spec.js';
 import '../unit/route-path.spec.js';
 import '../unit/idempotency.completer.spec.js';
