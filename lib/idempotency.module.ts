@@ -154,7 +154,10 @@ const EXPORTS = [
  */
 @Module({})
 export class IdempotencyModule implements OnModuleInit, BeforeApplicationShutdown, OnApplicationShutdown {
-  // Optional: imported without forRoot() the module provides nothing, and has nothing to close.
+  /**
+   * @internal Nest builds the module from `forRoot()` / `forRootAsync()`. Optional: imported without
+   * them, the module provides nothing and has nothing to close.
+   */
   constructor(
     @Optional() @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options?: ResolvedIdempotencyOptions,
     @Optional() private readonly leases?: LeaseRenewer,

@@ -59,6 +59,7 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, BeforeAppli
   private discovered = false;
   private readonly backoff: CompleterBackoff;
 
+  /** @internal Nest's injector builds it: inject it, do not construct it. */
   constructor(
     @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
     private readonly discovery: DiscoveryService,

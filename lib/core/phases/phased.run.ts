@@ -55,7 +55,10 @@ export class PhasedRun {
   /** The run's `@PhasedWorkflow()`, stored with its first phase for a completer. */
   private workflow: { name: string; input: string } | undefined;
 
-  /** `completing`: a completer drives the run, with no client to answer; `finish()` is then a phase. */
+  /**
+   * @internal The module builds a run for each claimed key and hands it over (`@Phases()`, a workflow's
+   * argument). `completing`: a completer drives the run, with no client to answer; `finish()` is then a phase.
+   */
   constructor(
     private readonly claim: ActiveClaim,
     point: RecoveryPoint | undefined,

@@ -27,6 +27,7 @@ const OWNERS: readonly (readonly ['consumer' | 'messageHandler' | 'mutation', Su
  */
 @Injectable()
 export class IdempotencyAdmin {
+  /** @internal Nest's injector builds it: inject it, do not construct it. */
   constructor(
     @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
     private readonly sealer: ResponseSealer,

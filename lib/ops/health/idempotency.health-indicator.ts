@@ -30,6 +30,7 @@ export type IdempotencyHealthResult<Key extends string = string> = Record<
  */
 @Injectable()
 export class IdempotencyHealthIndicator {
+  /** @internal Nest's injector builds it: inject it, do not construct it. */
   constructor(
     @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
     private readonly routes: RouteOptionsRegistry,

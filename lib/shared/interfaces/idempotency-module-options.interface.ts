@@ -53,7 +53,7 @@ export interface IdempotencyModuleOptions {
   maxScopeLength?: number;
   /** What to do when a request has no key (or only white space). Default `'reject'` (400). */
   missingHeader?: MissingHeaderPolicy;
-  /** What the body part of the fingerprint is made of. Default `'canonical'`; see {@link FingerprintMode}. */
+  /** What the body part of the fingerprint is made of. Default `'canonical'`; see `fingerprint` of `IdempotentOptions`. */
   fingerprint?: FingerprintMode;
   /**
    * The body of the module's own errors (400, 409, 415, 422, 500, 503). `'json'` (default):
@@ -108,7 +108,10 @@ export interface IdempotencyModuleOptions {
    * nothing is loaded without the package, and without an SDK registered the API does nothing.
    */
   openTelemetry?: boolean;
-  /** How a replay is marked. Default `'header'`; see {@link ReplayFlag}. */
+  /**
+   * How a replay is marked: `'header'` (default) adds the `replayedHeader`; `'body'` adds
+   * `"replayed": true` to a JSON object body instead; `'header-and-body'` does both.
+   */
   replayFlag?: ReplayFlag;
   /**
    * The header that marks a replay (peers spell it `Idempotent-Replayed`, `Idempotency-Replayed`,

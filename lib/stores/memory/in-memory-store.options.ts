@@ -12,7 +12,7 @@ export interface InMemoryStoreOptions {
   now?: () => number;
 }
 
-/** Options of {@link InMemoryStore.set} and {@link InMemoryStore.setIfAbsent}. */
+/** Options of the in-memory store's `set()` and `setIfAbsent()`. */
 export interface CacheSetOptions {
   /** Lifetime in ms; without it the entry lives until evicted or deleted. */
   ttlMs?: number;

@@ -48,7 +48,7 @@ export class InMemoryStore extends BoundedLru implements IdempotencyStore {
 
   /**
    * Decided at once, in the order asked (the first of two claims of a key claims it); answered with
-   * the other claims of the turn, in its check phase (see {@link TurnAnswers}).
+   * the other claims of the turn, in its check phase (see `TurnAnswers`).
    */
   async claim(key: string, claim: IdempotencyClaim): Promise<ClaimOutcome> {
     return this.answers.later(this.decide(key, claim));

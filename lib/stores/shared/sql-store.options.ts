@@ -4,7 +4,7 @@ export interface SqlStoreOptions {
   tableName?: string;
   /**
    * Create the table (and what goes with it) if missing when the module starts. Default `true`;
-   * `false` for teams that run migrations themselves: put {@link schemaSql} in one.
+   * `false` for teams that run migrations themselves: put the store's `schemaSql()` in one.
    */
   createSchema?: boolean;
   /**

@@ -4,8 +4,9 @@ import { IdempotencyException } from '../../shared/exceptions/idempotency.except
 import { MESSAGES } from '../../shared/messages/client.messages.js';
 import { CONFIG_ERRORS } from '../../shared/messages/config.messages.js';
 import { InboxContext } from '../../core/values/inbox.context.js';
-import { InboxRunner, type InboxWork } from '../../core/inbox.runner.js';
+import { InboxRunner } from '../../core/inbox.runner.js';
 import type { InboxResult, InboxRunOptions } from '../../shared/interfaces/inbox-options.interface.js';
+import type { SqlExecutor } from '../../shared/interfaces/idempotency-transactions.interface.js';
 import type { ResolvedIdempotencyOptions, ResolvedRouteOptions } from '../../shared/interfaces/resolved-options.interface.js';
 import { resolveRouteOptions } from '../../shared/options/route-options.resolver.js';
 import { escapeScope, keyViolation } from '../../shared/utils/key.util.js';
@@ -28,6 +29,7 @@ export class IdempotencyInbox {
   /** One resolved route per consumer and ttl, the oldest dropped past {@link ROUTES_KEPT}: checked once, not on every message. */
   private readonly routes = new Map<string, ResolvedRouteOptions>();
 
+  /** @internal Nest's injector builds it: inject it, do not construct it. */
   constructor(
     private readonly runner: InboxRunner,
     @Inject(IDEMPOTENCY_MODULE_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
@@ -40,7 +42,11 @@ export class IdempotencyInbox {
    * or payload throws `key-reused`; a store that is down, `store-unavailable`. When `work` throws, the
    * key is freed and the error rethrown: the next delivery runs it again.
    */
-  async run<T>(key: string, options: InboxRunOptions, work: InboxWork<T>): Promise<InboxResult<T>> {
+  async run<T>(
+    key: string,
+    options: InboxRunOptions,
+    work: (sql: SqlExecutor | undefined) => T | Promise<T>,
+  ): Promise<InboxResult<T>> {
     if (!nonEmpty(key)) throw new TypeError(CONFIG_ERRORS.inboxString('the key (the message id)'));
     return this.runner.run(this.route(options), new InboxContext(key, options), work);
   }
