@@ -1,10 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { cpSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import { promisify, stripVTControlCharacters } from 'node:util';
+import { guideFiles, quickStart } from '../support/guide-blocks.js';
 import { PostgresServer, postgresAvailable } from '../support/postgres-server.js';
 import { RedisServer, redisAvailable } from '../support/redis-server.js';
 
@@ -37,10 +39,10 @@ function readmeOverrides(): Record<string, unknown> {
 }
 
 /**
- * `npm install` of the tarball and an app's runtime dependencies into `folder`, with the ioredis
- * major given. No install scripts: nothing here builds native code (SQLite's binding is linked).
+ * `npm install` of the tarball and an app's runtime dependencies (and `extra`) into `folder`, with
+ * the ioredis major given. No install scripts: nothing here builds native code (SQLite's binding is linked).
  */
-async function install(folder: string, tarball: string, ioredis: '5' | '6'): Promise<void> {
+async function install(folder: string, tarball: string, ioredis: '5' | '6', extra: readonly string[] = []): Promise<void> {
   mkdirSync(folder, { recursive: true });
   const dependencies = {
     'nestjs-idempotency': `file:${tarball}`,
@@ -55,6 +57,7 @@ async function install(folder: string, tarball: string, ioredis: '5' | '6'): Pro
         'pg',
         'reflect-metadata',
         'rxjs',
+        ...extra,
       ].map((name) => [name, locked(name)]),
     ),
     ioredis: locked(ioredis === '5' ? 'ioredis5' : 'ioredis'),
@@ -71,7 +74,95 @@ async function install(folder: string, tarball: string, ioredis: '5' | '6'): Pro
   });
 }
 
-/** The quick start of the README, plus a bootstrap that sends one request and its retry. */
+/** What the guides' code imports beside Nest, TypeORM and ioredis (the types of Node and jest come from above). */
+const GUIDE_PACKAGES = [
+  '@nestjs/platform-fastify',
+  '@nestjs/microservices',
+  '@nestjs/graphql',
+  'graphql',
+  '@nestjs/apollo',
+  '@apollo/server',
+  '@as-integrations/express5',
+  '@nestjs/mercurius',
+  'mercurius',
+  'fastify',
+  '@nestjs/terminus',
+  '@nestjs/config',
+  'nestjs-cls',
+  '@nestjs-cls/transactional',
+  '@nestjs-cls/transactional-adapter-typeorm',
+  'supertest',
+];
+
+/** A `nest new`-like tsconfig.json for `app` in the module system of its kind. */
+function writeTsconfig(app: string, kind: keyof typeof KINDS, include: string[], skipLibCheck: boolean): void {
+  writeFileSync(
+    join(app, 'tsconfig.json'),
+    JSON.stringify({
+      compilerOptions: {
+        ...KINDS[kind].compilerOptions,
+        target: 'ES2023',
+        strict: true,
+        experimentalDecorators: true,
+        emitDecoratorMetadata: true,
+        skipLibCheck,
+        types: ['node'],
+        outDir: 'dist',
+      },
+      include,
+    }),
+  );
+}
+
+/** TypeScript's diagnostics for the project in `app` ('' when it compiles), with the compiler given. */
+function compile(tsc: string, app: string, ...flags: string[]): string {
+  try {
+    execFileSync(process.execPath, [tsc, '-p', app, ...flags], { encoding: 'utf8' });
+    return '';
+  } catch (err) {
+    return String((err as { stdout?: string }).stdout);
+  }
+}
+
+/**
+ * Starts `dist/<main>` of `app` as the README says (`PORT` from the environment, 0 here so that the
+ * system picks a free one), sends the quick start's request and its retry, and stops it. A preloaded
+ * hook reports the port the server listens on, as the app itself does not print it.
+ */
+async function quickStartRun(app: string, main: string, reporter: string): Promise<unknown[]> {
+  const child = spawn(process.execPath, ['--require', reporter, join(app, 'dist', main)], {
+    cwd: app,
+    env: { ...process.env, PORT: '0' },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  const exited = once(child, 'exit');
+  try {
+    let stderr = '';
+    const port = await new Promise<number>((found, failed) => {
+      child.stderr.on('data', (chunk: Buffer) => {
+        stderr += chunk.toString();
+        const m = /^listening (\d+)$/m.exec(stderr);
+        if (m) found(Number(m[1]));
+      });
+      void exited.then(() => failed(new Error(`the app exited before it listened: ${stderr}`)));
+    });
+    const answers: unknown[] = [];
+    for (let i = 0; i < 2; i++) {
+      const res = await fetch(`http://127.0.0.1:${port}/payments`, {
+        method: 'POST',
+        headers: { 'idempotency-key': 'order-1', 'content-type': 'application/json' },
+        body: '{"amount":1000,"currency":"EUR"}',
+      });
+      answers.push({ status: res.status, replayed: res.headers.get('idempotent-replayed'), body: await res.text() });
+    }
+    return answers;
+  } finally {
+    child.kill('SIGTERM');
+    await exited;
+  }
+}
+
+/** A payments app in the quick start's shape, the Redis recipe switched by REDIS_URL, and a bootstrap that sends one request and its retry. */
 const MAIN = `import { Body, Controller, Module, Post } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Redis } from 'ioredis';
@@ -179,8 +270,9 @@ describe('the packed tarball, installed by npm in fresh apps', () => {
     tarball = join(dir, packed.filename);
     files = packed.files.map((f) => f.path);
     symlinkSync(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
-    // ioredis 5 first; ioredis 6 as a user switches: the same install, the override, npm install again.
-    await install(join(dir, 'ioredis5'), tarball, '5');
+    // ioredis 5 first (beside it, an app with every package the guides import); ioredis 6 as a user
+    // switches: the same install, the override, npm install again.
+    await Promise.all([install(join(dir, 'ioredis5'), tarball, '5'), install(join(dir, 'guides'), tarball, '5', GUIDE_PACKAGES)]);
     execFileSync('cp', ['-r', join(dir, 'ioredis5'), join(dir, 'ioredis6')]);
     await install(join(dir, 'ioredis6'), tarball, '6');
   }, 360_000);
@@ -216,7 +308,7 @@ describe('the packed tarball, installed by npm in fresh apps', () => {
   });
 
   it.each(Object.keys(KINDS) as (keyof typeof KINDS)[])(
-    'a %s app compiles against it on TypeScript 6 and 7 and runs the quick start, the Redis recipe on ioredis 5 and 6, the testing guide, and the store contract under node:test and vitest',
+    'a %s app compiles against it on TypeScript 6 and 7 and runs a payments app on the default store, the Redis recipe on ioredis 5 and 6, the testing guide, and the store contract under node:test and vitest',
     async (kind) => {
       const app = join(dir, 'ioredis5', kind);
       const modules = join(app, 'node_modules');
@@ -229,35 +321,12 @@ describe('the packed tarball, installed by npm in fresh apps', () => {
       expect(createRequire(join(app, 'main.js')).resolve('nestjs-idempotency/sql/postgres/001_idempotency_records.sql')).toBe(
         join(installed, 'sql', 'postgres', '001_idempotency_records.sql'),
       );
-      writeFileSync(
-        join(app, 'tsconfig.json'),
-        JSON.stringify({
-          compilerOptions: {
-            ...KINDS[kind].compilerOptions,
-            target: 'ES2023',
-            strict: true,
-            experimentalDecorators: true,
-            emitDecoratorMetadata: true,
-            skipLibCheck: true,
-            types: ['node'],
-            outDir: 'dist',
-          },
-          include: ['main.ts', 'map-store.ts'],
-        }),
-      );
+      writeTsconfig(app, kind, ['main.ts', 'map-store.ts'], true);
       writeFileSync(join(app, 'main.ts'), MAIN);
       writeFileSync(join(app, 'map-store.ts'), readmeMapStore());
       // Under TypeScript 6 (which emits what runs below) and 7, the package's declarations checked too.
-      const compile = (tsc: string, ...flags: string[]): string => {
-        try {
-          execFileSync(process.execPath, [tsc, '-p', app, '--skipLibCheck', 'false', ...flags], { encoding: 'utf8' });
-          return '';
-        } catch (err) {
-          return String((err as { stdout?: string }).stdout);
-        }
-      };
-      expect(compile(TSC7, '--noEmit')).toBe('');
-      expect(compile(TSC)).toBe('');
+      expect(compile(TSC7, app, '--skipLibCheck', 'false', '--noEmit')).toBe('');
+      expect(compile(TSC, app, '--skipLibCheck', 'false')).toBe('');
 
       const run = async (folder: string, env: Record<string, string>) => {
         const { stdout } = await execFileAsync(process.execPath, [join(folder, 'dist', 'main.js')], {
@@ -376,6 +445,45 @@ describe('the packed tarball, installed by npm in fresh apps', () => {
             replayed,
           );
         }
+      }
+    },
+    240_000,
+  );
+
+  it.each(Object.keys(KINDS) as (keyof typeof KINDS)[])(
+    "a %s app compiles the README's and every guide's code word for word on TypeScript 6 and 7, and the quick start replays on Express and on Fastify",
+    async (kind) => {
+      const reporter = join(dir, 'report-port.cjs');
+      writeFileSync(
+        reporter,
+        "const net = require('node:net');\nconst listen = net.Server.prototype.listen;\n" +
+          'net.Server.prototype.listen = function (...args) {\n' +
+          "  this.once('listening', () => process.stderr.write(`listening ${this.address().port}\\n`));\n" +
+          '  return listen.apply(this, args);\n};\n',
+      );
+      // Every complete block of the README and the guides in one project of this kind, the quick start's
+      // module and its two main.ts among them. A CommonJS app has no import.meta: the migrations guide
+      // says what it writes instead.
+      const app = join(dir, 'guides', kind);
+      mkdirSync(app);
+      writeFileSync(join(app, 'package.json'), JSON.stringify(KINDS[kind].packageJson));
+      const files = [...guideFiles()].filter(([, code]) => kind === 'esm' || !code.includes('import.meta'));
+      expect(files.length).toBeGreaterThanOrEqual(25);
+      for (const [name, code] of files) writeFileSync(join(app, name), code);
+      writeTsconfig(app, kind, ['*.ts'], true);
+      expect(compile(TSC7, app, '--noEmit')).toBe('');
+      expect(compile(TSC, app)).toBe('');
+
+      // The quick start's main.ts on Express and on Fastify, started as they are: both replay.
+      const { appModule, express, fastify } = quickStart();
+      expect(files).toContainEqual(['app.module.ts', appModule]);
+      const body = '{"id":"pay_order-1","amount":1000,"currency":"EUR"}';
+      for (const main of [express, fastify]) {
+        const [name] = files.find(([, code]) => code === main)!;
+        expect(await quickStartRun(app, name.replace(/\.ts$/, '.js'), reporter)).toEqual([
+          { status: 201, replayed: null, body },
+          { status: 201, replayed: 'true', body },
+        ]);
       }
     },
     240_000,
