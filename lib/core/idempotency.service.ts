@@ -28,8 +28,8 @@ const UNOBSERVED: Seen = { key: undefined, storeMs: 0 };
  * is in flight, reused, or done and to be replayed), one to commit the response or release the key.
  * Every surface claims through it (the completer through the same `KeyClaimer`); the transactional
  * and phased modes settle through their own settlers (`transaction.settler.ts`, `phase.settler.ts`),
- * which use its release.
- * The key, the scope, the fingerprint, the claim and the record each come from a helper of their own.
+ * which use its release. The key, the scope, the fingerprint, the claim and the record each come
+ * from a helper of their own.
  */
 @Injectable()
 export class IdempotencyService {

@@ -1,10 +1,10 @@
 import type { ResolvedRouteOptions } from './resolved-options.interface.js';
 
 /**
- * One call as the core sees it, whatever carries it: an HTTP request (`transports/http/http.context.ts`),
- * a GraphQL mutation (`transports/graphql/graphql.context.ts`), a message or an inbox delivery
- * (`core/values/inbox.context.ts`). The core reads nothing else of a call, and hands back what is
- * not the handler's to answer through {@link answer}.
+ * One call as the core sees it, whatever carries it: an HTTP request
+ * (`transports/http/http.context.ts`), a GraphQL mutation (`transports/graphql/graphql.context.ts`),
+ * a message to a handler or through the inbox (`core/values/inbox.context.ts`). The core reads
+ * nothing else of a call, and hands back what is not the handler's to answer through {@link answer}.
  */
 export interface IdempotencyContext {
   /** What the call does, for events and metrics: the HTTP method; `undefined` outside HTTP (a message). */

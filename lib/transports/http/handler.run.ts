@@ -64,9 +64,10 @@ export interface HandlerEvents {
 }
 
 /**
- * One run of a handler under a claim, for each of the three ways an HTTP claim settles (a commit after
- * the run, the application's COMMIT, recovery points): records what goes out, keeps the handler's last value, and
- * knows when the chain around the handler was torn down (or answered) before the handler finished.
+ * One run of a handler under a claim, for each of the three ways an HTTP claim settles (a commit
+ * after the run, the application's COMMIT, recovery points): records what goes out, keeps the
+ * handler's last value, and knows when the chain around the handler was torn down (or answered)
+ * before the handler finished.
  * Then the response that went out is not the handler's, and the handler's own value is what to store.
  */
 export class HandlerRun implements RecorderHooks, Unsubscribable {

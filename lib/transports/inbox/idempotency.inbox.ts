@@ -40,7 +40,9 @@ export class IdempotencyInbox {
    * the first run's). While another delivery of the key runs, throws `IdempotencyException` with code
    * `key-in-flight`: retry the message later, do not count it as done. A key used with another consumer
    * or payload throws `key-reused`; a store that is down, `store-unavailable`. When `work` throws, the
-   * key is freed and the error rethrown: the next delivery runs it again.
+   * key is freed and the error rethrown: the next delivery runs it again. `work` is given the
+   * transaction's SQL executor when `options.transactional` (its writes commit with the record), else
+   * `undefined`.
    */
   async run<T>(
     key: string,
