@@ -19,5 +19,6 @@ export default {
     '^.+\\.ts$': ['ts-jest', { useESM: true, tsconfig: 'tsconfig.json' }],
   },
   setupFilesAfterEnv: ['<rootDir>/test/support/after-env.ts'],
+  testSequencer: '<rootDir>/test/support/slow-first.sequencer.cjs',
   testTimeout: 30000,
 };
