@@ -205,9 +205,12 @@ export class IdempotencyModule implements OnModuleInit, BeforeApplicationShutdow
     return options.useClass ? [fromFactory, { provide: options.useClass, useClass: options.useClass }] : [fromFactory];
   }
 
-  /** Lets the store connect (and create its schema) before the first request; a failure fails the start. */
+  /**
+   * Lets the store connect (and create its schema) before the first request; a failure fails the
+   * start. It is told the largest response it must hold, so a store with a bound below it refuses now.
+   */
   async onModuleInit(): Promise<void> {
-    await this.options?.store.open?.();
+    await this.options?.store.open?.({ maxResponseBytes: this.options.maxResponseBytes });
   }
 
   /**

@@ -12,7 +12,6 @@ export type {
   IdempotencyModuleAsyncOptions,
   IdempotencyModuleOptions,
   IdempotencyOptionsFactory,
-  CompleterOptions,
 } from './shared/interfaces/idempotency-module-options.interface.js';
 export type { IdempotentOptions } from './shared/interfaces/idempotent-options.interface.js';
 export type { IdempotencyErrorBody, IdempotencyErrorCode } from './shared/interfaces/idempotency-error.interface.js';
@@ -30,6 +29,8 @@ export { PostgresStore } from './stores/postgres/postgres.store.js';
 export type { PostgresStoreOptions } from './stores/postgres/postgres-store.options.js';
 export { SqliteStore } from './stores/sqlite/sqlite.store.js';
 export type { SqliteStoreOptions } from './stores/sqlite/sqlite-store.options.js';
+export { MySqlStore } from './stores/mysql/mysql.store.js';
+export type { MySqlStoreOptions } from './stores/mysql/mysql-store.options.js';
 
 // Surfaces other than routes
 export { IdempotencyInbox } from './transports/inbox/idempotency.inbox.js';
@@ -48,4 +49,4 @@ export { IdempotencyCompleter } from './core/idempotency.completer.js';
 export { IdempotencyAdmin } from './ops/admin/idempotency.admin.js';
 export type { IdempotencyKeyInfo } from './shared/interfaces/idempotency-key-info.interface.js';
 export { IdempotencyHealthIndicator } from './ops/health/idempotency.health-indicator.js';
-export type { IdempotencyHealthOptions, IdempotencyHealthResult } from './ops/health/idempotency.health-indicator.js';
+export type { IdempotencyHealthOptions } from './ops/health/idempotency.health-indicator.js';

@@ -23,6 +23,8 @@ import type {
   IdempotencyIdentity as IdentityType,
   IdentityFunction as IdentityFunctionType,
 } from '../shared/interfaces/identity-resolver.interface.js';
+import type { CompleterOptions as CompleterOptionsType } from '../shared/interfaces/idempotency-module-options.interface.js';
+import type { IdempotencyHealthResult as HealthResultType } from '../ops/health/idempotency.health-indicator.js';
 import { IDEMPOTENCY_MODULE_OPTIONS as OPTIONS_TOKEN } from '../shared/idempotency.constants.js';
 
 export { InMemoryCache, RedisCache } from './store.aliases.js';
@@ -57,6 +59,10 @@ export type IdempotencyOutcome = OutcomeType;
 export type IdempotencyIdentity = IdentityType;
 /** @deprecated Write `Extract<IdempotencyModuleOptions['identity'], (...args: never[]) => unknown>`. */
 export type IdentityFunction = IdentityFunctionType;
+/** @deprecated Write `NonNullable<IdempotencyModuleOptions['completer']>`. */
+export type CompleterOptions = CompleterOptionsType;
+/** @deprecated Write `Awaited<ReturnType<IdempotencyHealthIndicator['isHealthy']>>`. */
+export type IdempotencyHealthResult<Key extends string = string> = HealthResultType<Key>;
 /**
  * @deprecated The module's resolved options are its own and change shape between releases: inject
  * your configuration (the object you gave `forRoot()`, or your `ConfigService`) instead.

@@ -37,4 +37,5 @@ export type { SqlStoreOptions } from './shared/sql-store.options.js';
 export type { CacheSetOptions } from './memory/in-memory-store.options.js';
 export type { RedisClientLike } from './redis/redis-store.options.js';
 export type { PostgresPoolLike } from './postgres/postgres-store.options.js';
+export type { MySqlPoolLike } from './mysql/mysql-store.options.js';
 export type { SqliteDatabaseLike, SqliteStatementLike } from './sqlite/sqlite-store.options.js';

@@ -13,9 +13,11 @@ const BLOCK = ['--import', './test/support/block-peers.mjs'];
  * Each optional peer and the built files that may name it: the store that loads it on demand. The
  * transactions port takes the application's TransactionHost, so nothing names nestjs-cls at all.
  */
-const PEERS = [
+const PEERS: { name: string; loaders: string[]; specifier?: string }[] = [
   { name: 'ioredis', loaders: ['stores/redis/redis.connection.js'] },
   { name: 'pg', loaders: ['stores/postgres/postgres.pool.js'] },
+  // mysql2's promise API is a subpath of it.
+  { name: 'mysql2', loaders: ['stores/mysql/mysql.pool.js'], specifier: 'mysql2/promise' },
   { name: 'better-sqlite3', loaders: ['stores/sqlite/sqlite.store.js'] },
   { name: 'nestjs-cls', loaders: [] },
   { name: '@nestjs-cls/transactional', loaders: [] },
@@ -40,8 +42,8 @@ function run(script: string, env: NodeJS.ProcessEnv = {}): string {
   });
 }
 
-describe('ioredis, pg, better-sqlite3, nestjs-cls, TypeORM, @nestjs/swagger, @opentelemetry/api and @nestjs/terminus are optional', () => {
-  it.each(PEERS)('only $loaders name $name, and load it on demand', ({ name, loaders }) => {
+describe('ioredis, pg, mysql2, better-sqlite3, nestjs-cls, TypeORM, @nestjs/swagger, @opentelemetry/api and @nestjs/terminus are optional', () => {
+  it.each(PEERS)('only $loaders name $name, and load it on demand', ({ name, loaders, specifier = name }) => {
     const all = jsFiles('dist');
     expect(all.length).toBeGreaterThan(10);
     const naming = all
@@ -51,8 +53,8 @@ describe('ioredis, pg, better-sqlite3, nestjs-cls, TypeORM, @nestjs/swagger, @op
     expect(naming).toEqual(loaders);
     for (const loader of loaders) {
       const source = readFileSync(join('dist', loader), 'utf8');
-      expect(source).not.toMatch(new RegExp(`^\\s*import[^(]*['"]${name}['"]`, 'm'));
-      expect(source).toContain(`import('${name}')`);
+      expect(source).not.toMatch(new RegExp(`^\\s*import[^(]*['"]${name}['"/]`, 'm'));
+      expect(source).toContain(`import('${specifier}')`);
     }
   });
 
@@ -81,6 +83,11 @@ describe('ioredis, pg, better-sqlite3, nestjs-cls, TypeORM, @nestjs/swagger, @op
       'PostgresStore',
       `new PostgresStore({ connectionString: 'postgres://127.0.0.1:1/x' })`,
       'PostgresStore needs the "pg" package: npm install pg@8',
+    ],
+    [
+      'MySqlStore',
+      `new MySqlStore({ uri: 'mysql://127.0.0.1:1/x' })`,
+      'MySqlStore needs the "mysql2" package: npm install mysql2@3',
     ],
     [
       'SqliteStore',

@@ -5,7 +5,7 @@ import { register } from 'node:module';
 
 const blocked = (
   process.env.BLOCK_PEERS ??
-  'ioredis,pg,better-sqlite3,nestjs-cls,@nestjs-cls/transactional,typeorm,@nestjs/swagger,@opentelemetry/api,@nestjs/terminus,@nestjs/microservices,graphql'
+  'ioredis,pg,mysql2,better-sqlite3,nestjs-cls,@nestjs-cls/transactional,typeorm,@nestjs/swagger,@opentelemetry/api,@nestjs/terminus,@nestjs/microservices,graphql'
 )
   .split(',')
   .filter(Boolean);

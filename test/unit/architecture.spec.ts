@@ -50,12 +50,23 @@ const RULES: Readonly<Record<string, readonly string[]>> = {
   'stores/redis': store('redis'),
   'stores/postgres': store('postgres'),
   'stores/sqlite': store('sqlite'),
+  'stores/mysql': store('mysql'),
   'stores/shared': [...SHARED, CONTRACT],
   [CONTRACT]: ['shared/interfaces'],
   // The `nestjs-idempotency/store` entry: the contract's types and the client shapes the stores take.
-  stores: ['stores/memory', 'stores/redis', 'stores/postgres', 'stores/sqlite', 'stores/shared', CONTRACT, 'shared/interfaces'],
+  stores: [
+    'stores/memory',
+    'stores/redis',
+    'stores/postgres',
+    'stores/sqlite',
+    'stores/mysql',
+    'stores/shared',
+    CONTRACT,
+    'shared/interfaces',
+  ],
   // The `nestjs-idempotency/compat` entry: the names of 0.x, and what they stand for.
-  compat: ['stores/memory', 'stores/redis', ...SHARED],
+  // (the health result's type stands in the health indicator's file).
+  compat: ['stores/memory', 'stores/redis', 'ops/health', ...SHARED],
   // The admin opens a sealed record to show it; the sealer encrypts a record in the stores' byte format.
   'ops/admin': ['ops/encryption', CONTRACT, ...SHARED],
   'ops/encryption': ['core', 'stores/shared', CONTRACT, ...SHARED],

@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { readdirSync, readFileSync } from 'node:fs';
-import { PostgresStore, SqliteStore } from '../../lib/index.js';
+import { MySqlStore, PostgresStore, SqliteStore } from '../../lib/index.js';
 import { derivedName } from '../../lib/stores/postgres/postgres.schema.js';
 
 /** A shipped migration without its leading comment lines: the DDL itself. */
@@ -10,7 +10,7 @@ function ddl(path: string): string {
 
 describe('the SQL files shipped for migration tools', () => {
   it('are versioned, one folder per store', () => {
-    expect(readdirSync('sql').sort()).toEqual(['postgres', 'sqlite']);
+    expect(readdirSync('sql').sort()).toEqual(['mysql', 'postgres', 'sqlite']);
     expect(readdirSync('sql/postgres').sort()).toEqual([
       '001_idempotency_records.sql',
       '002_idempotency_phases.sql',
@@ -18,6 +18,7 @@ describe('the SQL files shipped for migration tools', () => {
       '004_idempotency_phases_exact.sql',
     ]);
     expect(readdirSync('sql/sqlite')).toEqual(['001_idempotency_records.sql']);
+    expect(readdirSync('sql/mysql')).toEqual(['001_idempotency_records.sql']);
   });
 
   it('hold exactly what createSchema runs with the default names', async () => {
@@ -31,7 +32,9 @@ describe('the SQL files shipped for migration tools', () => {
         ddl('sql/postgres/004_idempotency_phases_exact.sql'),
     ).toBe(postgres.schemaSql());
     expect(ddl('sql/sqlite/001_idempotency_records.sql')).toBe(sqlite.schemaSql());
-    await Promise.all([postgres.close(), sqlite.close()]);
+    const mysql = new MySqlStore({ uri: 'mysql://127.0.0.1:1/none', sweepIntervalMs: 0 });
+    expect(ddl('sql/mysql/001_idempotency_records.sql')).toBe(mysql.schemaSql());
+    await Promise.all([postgres.close(), sqlite.close(), mysql.close()]);
   });
 
   it('name an object derived from a long table by the table cut short and a hash only past 63 bytes', () => {

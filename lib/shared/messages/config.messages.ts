@@ -14,6 +14,9 @@ const STORES: Readonly<Partial<Record<string, string>>> = {
   postgresql: 'new PostgresStore({ connectionString: process.env.DATABASE_URL })',
   pg: 'new PostgresStore({ connectionString: process.env.DATABASE_URL })',
   postgresstore: 'new PostgresStore({ connectionString: process.env.DATABASE_URL })',
+  mysql: 'new MySqlStore({ uri: process.env.DATABASE_URL })',
+  mariadb: 'new MySqlStore({ uri: process.env.DATABASE_URL })',
+  mysqlstore: 'new MySqlStore({ uri: process.env.DATABASE_URL })',
   sqlite: "new SqliteStore({ filename: 'idempotency.db' })",
   sqlitestore: "new SqliteStore({ filename: 'idempotency.db' })",
 };
@@ -108,7 +111,10 @@ export const CONFIG_ERRORS = {
     `InMemoryStore: prefixQuotas reserve ${reserved} entries, more than maxEntries (${maxEntries})`,
   redisTarget: 'give exactly one of url (a client of its own) and client (yours)',
   postgresTarget: 'give exactly one of connectionString (a pool of its own) and pool (yours)',
+  mysqlTarget: 'give exactly one of uri (a pool of its own) and pool (yours)',
   sqliteTarget: 'give exactly one of filename (a database of its own) and database (yours)',
   sqliteSynchronous: (got: unknown) => `synchronous must be 'full' or 'normal', got ${shown(got)}`,
+  tableNameLength: (max: number, got: number) =>
+    `tableName may have at most ${max} characters here (the claim procedure's name adds 6 to MySQL's 64), got ${got}`,
   identifier: (name: string) => `${name} must be an SQL identifier: a letter or _, then letters, digits or _, at most 63 in all`,
 } as const;

@@ -66,6 +66,7 @@ export const LOGS = {
     'InMemoryStore keeps idempotency state per process: a retry that reaches another pod runs again. Use RedisStore with more than one instance.',
   redisDown: (reason: string) => `Redis unreachable: ${reason}`,
   claimWrites: (fn: string) => `${fn} is migration 001's, which locks the row on each replay: apply sql/postgres/003`,
+  mysqlSession: (reason: string) => `a new MySQL connection could not be set up for the store (isolation, lock wait): ${reason}`,
   postgresIdleError: (reason: string) => `an idle PostgreSQL connection failed; the pool replaces it: ${reason}`,
   sweepFailed: (reason: string) => `sweeping expired idempotency rows failed; the next sweep tries again: ${reason}`,
   redisUp: 'Redis reachable again',
@@ -126,7 +127,13 @@ export const FAILURES = {
   noClaimFunction: (name: string) => `the claim function ${name} is missing (run this release's schemaSql())`,
   schemaMismatch: (store: string, table: string, problems: string[]) =>
     `${store}: table ${table} is not what this release needs: ${problems.join('; ')}`,
-  poolBusy: (ms: number) => `no PostgreSQL connection was free for the store within ${ms} ms`,
+  mysqlKeyTooLong: (bytes: number, max: number) =>
+    `the store key is ${bytes} bytes, more than MySqlStore's ${max}: lower maxKeyLength or maxScopeLength`,
+  mysqlPacket: (allowed: number, needed: number) =>
+    `MySqlStore: the server's max_allowed_packet is ${allowed} bytes, too small for a response of maxResponseBytes (${needed} bytes with its record): raise max_allowed_packet on the server, or lower maxResponseBytes`,
+  mysqlSchema: (reason: string) => `MySqlStore: the schema could not be created: ${reason}`,
+  noProcedure: (name: string) => `the procedure ${name} is missing (run this release's schemaSql())`,
+  poolBusy: (ms: number, database: string) => `no ${database} connection was free for the store within ${ms} ms`,
   damagedSealed: 'the key holds a sealed record without its fingerprint line (damaged); it is neither replayed nor run again',
   newerFormat: (format: number, known: number) =>
     `the key's record is in format ${format}, written by a newer release (this one reads up to ${known}); it is neither replayed nor run again until the deploy is complete`,

@@ -110,8 +110,9 @@ export interface StoreLifecycle {
   /**
    * Prepares what the store needs (a connection, its schema); called once when the module initialises.
    * A rejection fails the application's start. Without it, a store prepares itself on first use.
+   * `needs` says what the module will ask of it (the largest response it keeps).
    */
-  open(): Promise<void>;
+  open(needs?: StoreNeeds): Promise<void>;
   /** Frees what the store itself opened (connections, timers); called on application shutdown. */
   close(): Promise<void>;
 }

@@ -51,4 +51,9 @@ export type PeekedEntry = HeldEntry & { readonly expiresAt: number };
 export interface StoreNeeds {
   /** Some route has `atomicPhases: true` (or a completer runs): `recoveryPoint` and the rest must work. */
   readonly recoveryPoints?: boolean;
+  /**
+   * The largest response body the module keeps (`maxResponseBytes`), given to `open`: a store whose
+   * server bounds a value below what such a record needs refuses to start.
+   */
+  readonly maxResponseBytes?: number;
 }

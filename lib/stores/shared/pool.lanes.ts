@@ -37,6 +37,8 @@ export class PoolLanes {
   constructor(
     private readonly size: number,
     private readonly waitMs: number,
+    /** The database, as the 503's reason names it. */
+    private readonly database = 'PostgreSQL',
   ) {
     this.normalLimit = Math.max(1, size - 1);
   }
@@ -62,7 +64,7 @@ export class PoolLanes {
       waiter.timer = setTimeout(() => {
         const at = this.normal.indexOf(waiter);
         if (at >= 0) this.normal.splice(at, 1);
-        reject(new Error(FAILURES.poolBusy(this.waitMs)));
+        reject(new Error(FAILURES.poolBusy(this.waitMs, this.database)));
       }, this.waitMs);
       waiter.timer.unref();
       this.normal.push(waiter);
