@@ -7,6 +7,7 @@ import {
   IdempotencyModule,
   type IdempotencyStore,
   InMemoryStore,
+  MySqlStore,
   SqliteStore,
 } from '../../lib/index.js';
 import { ADAPTERS, startApp } from '../support/app.js';
@@ -28,6 +29,11 @@ async function plantFutureRecord(cache: IdempotencyStore, key: string): Promise<
     await raw.statements.call(cache);
     const db = (cache as unknown as { db: { prepare(sql: string): { run(...args: unknown[]): unknown } } }).db;
     db.prepare(`INSERT INTO idempotency_records VALUES (?, 'fp', 1, NULL, ?, ?)`).run(key, Number.MAX_SAFE_INTEGER, value);
+  } else if (cache instanceof MySqlStore) {
+    await raw.rows.call(cache, 1, `INSERT INTO idempotency_records VALUES (?, 'fp', 1, NULL, '9999-12-31 23:59:59.999', ?)`, [
+      key,
+      value,
+    ]);
   } else {
     await raw.run.call(cache, 1, `INSERT INTO idempotency_records VALUES ($1, 'fp', 1, NULL, 'infinity', $2)`, [key, value]);
   }

@@ -9,6 +9,7 @@ import {
   type IdempotencyStore,
   InMemoryStore,
   RedisStore,
+  MySqlStore,
   SqliteStore,
 } from '../../lib/index.js';
 import { ADAPTERS, useApps } from '../support/app.js';
@@ -50,6 +51,14 @@ function rawOf(cache: IdempotencyStore, redis?: Redis): Raw {
     return {
       read: async (k) => (await redis!.getBuffer(k))!,
       write: async (k, v) => void (await redis!.set(k, v, 'KEEPTTL')),
+    };
+  }
+  if (cache instanceof MySqlStore) {
+    const rows = (sql: string, values: unknown[]) =>
+      (inner.rows as (lane: number, sql: string, values: unknown[]) => Promise<{ record: Buffer }[]>).call(cache, 1, sql, values);
+    return {
+      read: async (k) => (await rows('SELECT record FROM idempotency_records WHERE `key` = ?', [k]))[0].record,
+      write: async (k, v) => void (await rows('UPDATE idempotency_records SET record = ? WHERE `key` = ?', [v, k])),
     };
   }
   const run = (text: string, values: unknown[]) =>
