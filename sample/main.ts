@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { type INestApplication, Logger } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
-import { type IdempotencyStore, InMemoryStore, PostgresStore, RedisStore } from '../lib/index.js';
+import { type IdempotencyStore, InMemoryStore, MySqlStore, PostgresStore, RedisStore } from '../lib/index.js';
 import { AppModule } from './app.module.js';
 
 function numberFromEnv(name: string): number | undefined {
@@ -27,15 +27,19 @@ function storeFromEnv(): IdempotencyStore | undefined {
       return new RedisStore({ url: required('REDIS_URL') });
     case 'postgres':
       return new PostgresStore({ connectionString: required('DATABASE_URL') });
+    case 'mysql':
+      return new MySqlStore({ uri: required('DATABASE_URL') });
     default:
-      throw new Error(`STORE must be sqlite, memory, redis or postgres, got ${process.env.STORE}`);
+      throw new Error(`STORE must be sqlite, memory, redis, postgres or mysql, got ${process.env.STORE}`);
   }
 }
 
-/** SAMPLE=ledger: charges in PostgreSQL (DATABASE_URL), exactly-once with the idempotency record. */
+/** SAMPLE=ledger: charges in PostgreSQL or MySQL (DATABASE_URL), exactly-once with the idempotency record. */
 async function ledgerFromEnv() {
   const store = process.env.STORE || 'postgres';
-  if (store !== 'postgres' && store !== 'redis') throw new Error(`SAMPLE=ledger needs STORE=postgres or redis, got ${store}`);
+  if (store !== 'postgres' && store !== 'mysql' && store !== 'redis') {
+    throw new Error(`SAMPLE=ledger needs STORE=postgres, mysql or redis, got ${store}`);
+  }
   // Loaded only here: the payments sample runs without TypeORM and nestjs-cls.
   const { LedgerModule } = await import('./ledger/ledger.module.js');
   return LedgerModule.register({

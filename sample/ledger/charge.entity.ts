@@ -6,20 +6,22 @@ export class Charge {
   @PrimaryGeneratedColumn()
   id!: number;
 
+  // varchar, not text: MySQL indexes a text column only by a prefix.
   @Index()
-  @Column({ name: 'account_id', type: 'text' })
+  @Column({ name: 'account_id', type: 'varchar', length: 255 })
   accountId!: string;
 
   @Index()
-  @Column({ name: 'idempotency_key', type: 'text' })
+  @Column({ name: 'idempotency_key', type: 'varchar', length: 255 })
   idempotencyKey!: string;
 
   @Column({ type: 'integer' })
   amount!: number;
 
-  @Column({ type: 'text' })
+  @Column({ type: 'varchar', length: 16 })
   currency!: string;
 
-  @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
+  // The driver's own timestamp type (timestamptz has no MySQL spelling).
+  @CreateDateColumn({ name: 'created_at' })
   createdAt!: Date;
 }

@@ -8,7 +8,9 @@ import {
   clsTransactions,
   IdempotencyModule,
   type IdempotencyModuleOptions,
+  type IdempotencyStore,
   type IdempotencyTransactions,
+  MySqlStore,
   PostgresStore,
   RedisStore,
 } from '../../lib/index.js';
@@ -36,20 +38,39 @@ function crashingAfterCommit(transactions: IdempotencyTransactions, faults: Faul
   };
 }
 
+/** The idempotency store of `options.store`. */
+function storeOf(options: LedgerOptions): IdempotencyStore {
+  switch (options.store) {
+    case 'postgres':
+      return new PostgresStore({ connectionString: options.databaseUrl });
+    case 'mysql':
+      return new MySqlStore({ uri: options.databaseUrl });
+    case 'redis':
+      return new RedisStore({ url: options.redisUrl ?? 'redis://127.0.0.1:6379' });
+  }
+}
+
 /**
- * The second sample: charges in PostgreSQL through TypeORM and `@nestjs-cls/transactional`, made
- * exactly-once by `@Idempotent({ transactional: true })` on PostgresStore, and rides booked in atomic
+ * The second sample: charges in PostgreSQL (or MySQL) through TypeORM and `@nestjs-cls/transactional`,
+ * made exactly-once by `@Idempotent({ transactional: true })` on PostgresStore (or MySqlStore), and rides booked in atomic
  * phases (`@Idempotent({ atomicPhases: true })`) around a payment provider. With `store: 'redis'` it
  * runs the same route on RedisStore instead, as the cache-style contrast.
  */
 @Module({})
 export class LedgerModule {
   static register(options: LedgerOptions): DynamicModule {
-    const transactional = options.store === 'postgres';
+    const transactional = options.store !== 'redis';
+    const mysql = options.store === 'mysql';
+    const rides = mysql ? [] : [RidesController];
     return {
       module: LedgerModule,
       imports: [
-        TypeOrmModule.forRoot({ type: 'postgres', url: options.databaseUrl, entities: [Charge, Ride], synchronize: true }),
+        TypeOrmModule.forRoot({
+          type: mysql ? 'mysql' : 'postgres',
+          url: options.databaseUrl,
+          entities: mysql ? [Charge] : [Charge, Ride],
+          synchronize: true,
+        }),
         ClsModule.forRoot({
           global: true,
           middleware: { mount: true },
@@ -59,9 +80,7 @@ export class LedgerModule {
           inject: [TransactionHost, Faults],
           extraProviders: [Faults, { provide: LEDGER_OPTIONS, useValue: options }],
           useFactory: (txHost: TransactionHost<TransactionalAdapterTypeOrm>, faults: Faults): IdempotencyModuleOptions => ({
-            store: transactional
-              ? new PostgresStore({ connectionString: options.databaseUrl })
-              : new RedisStore({ url: options.redisUrl ?? 'redis://127.0.0.1:6379' }),
+            store: storeOf(options),
             transactions: crashingAfterCommit(clsTransactions(txHost), faults),
             identity: AccountIdentityResolver,
             leaseMs: options.leaseMs,
@@ -73,12 +92,12 @@ export class LedgerModule {
         }),
       ],
       controllers: transactional
-        ? [ChargesController, RidesController, ...(options.rabbitmqUrl ? [ChargeRequestsConsumer] : [])]
+        ? [ChargesController, ...rides, ...(options.rabbitmqUrl ? [ChargeRequestsConsumer] : [])]
         : [CachedChargesController],
       providers: [
         { provide: LEDGER_OPTIONS, useValue: options },
         ChargesService,
-        RidesService,
+        ...(mysql ? [] : [RidesService]),
         PaymentProvider,
         Faults,
         AccountIdentityResolver,

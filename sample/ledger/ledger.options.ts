@@ -3,13 +3,18 @@ export const LEDGER_OPTIONS = Symbol('LEDGER_OPTIONS');
 
 /** How the ledger sample runs (see sample/main.ts for the environment variables). */
 export interface LedgerOptions {
-  /** PostgreSQL connection string: the charges and, with `store: 'postgres'`, the idempotency records. */
+  /**
+   * PostgreSQL (or, with `store: 'mysql'`, MySQL) connection string: the charges and, with a
+   * transactional store, the idempotency records.
+   */
   databaseUrl: string;
   /**
    * `'postgres'` (default): PostgresStore and a transactional route, exactly-once with the charge.
-   * `'redis'`: RedisStore and a plain route, the cache-style contrast the tests show failing.
+   * `'mysql'`: the same on MySQL or MariaDB with MySqlStore (charges only: no rides, whose recovery
+   * points need PostgreSQL). `'redis'`: RedisStore and a plain route, the cache-style contrast the
+   * tests show failing.
    */
-  store: 'postgres' | 'redis';
+  store: 'postgres' | 'mysql' | 'redis';
   redisUrl?: string;
   leaseMs?: number;
   transactionTimeoutMs?: number;

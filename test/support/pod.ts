@@ -5,10 +5,12 @@ import { sleep } from './timing.js';
 
 export interface PodOptions {
   /** The idempotency store (the sample's STORE); default 'redis' with `redisUrl`, else 'memory'. */
-  store?: 'sqlite' | 'memory' | 'redis' | 'postgres';
+  store?: 'sqlite' | 'memory' | 'redis' | 'postgres' | 'mysql';
   redisUrl?: string;
   /** PostgreSQL connection string, for `store: 'postgres'`. */
   postgresUrl?: string;
+  /** MySQL connection string, for `store: 'mysql'`. */
+  mysqlUrl?: string;
   /** Extra environment variables. */
   env?: NodeJS.ProcessEnv;
   /** SQLite file of the payments sample. */
@@ -44,7 +46,7 @@ export class Pod {
       ADAPTER: options.adapter ?? 'express',
       STORE: options.store ?? (options.redisUrl ? 'redis' : 'memory'),
       REDIS_URL: options.redisUrl ?? '',
-      DATABASE_URL: options.postgresUrl ?? '',
+      DATABASE_URL: options.postgresUrl ?? options.mysqlUrl ?? '',
       IDEMPOTENCY_LEASE_MS: options.leaseMs === undefined ? '' : String(options.leaseMs),
       PAYMENT_PROVIDER_LATENCY_MS: String(options.providerLatencyMs ?? 0),
       SAMPLE: options.sample ?? 'payments',
