@@ -678,7 +678,7 @@ describePg('@Idempotent({ transactional: true }) on PostgreSQL', () => {
           controllers: [PlainTransactional],
         }),
       ).toBe(
-        "@Idempotent() on PlainTransactional.create(): transactional: true needs a store that commits its record in your transaction: store: new PostgresStore(...) on your application's database",
+        "@Idempotent() on PlainTransactional.create(): transactional: true needs a store that commits its record in your transaction: store: new PostgresStore(...) or new MySqlStore(...) on your application's database",
       );
     });
 

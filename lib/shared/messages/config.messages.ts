@@ -92,8 +92,10 @@ export const CONFIG_ERRORS = {
   phasesTransactional: 'atomicPhases and transactional exclude each other: each phase is a transaction of its own',
   noTransactions: (option: string) =>
     `${option}: true needs the module option transactions, e.g. transactions: clsTransactions(txHost) (docs/guides/exactly-once.md)`,
-  transactionalStore: (option: string) =>
-    `${option}: true needs a store that commits its record in your transaction: store: new PostgresStore(...) on your application's database`,
+  transactionalStore:
+    "transactional: true needs a store that commits its record in your transaction: store: new PostgresStore(...) or new MySqlStore(...) on your application's database",
+  recoveryPointsStore:
+    "atomicPhases: true needs a store that commits its record in your transaction and keeps recovery points: store: new PostgresStore(...) on your application's database (MySqlStore has no recovery points)",
   identityUnbuildable: (name: string, reason: string) =>
     `the identity resolver ${name} cannot be built: ${reason}. Register it as a provider of a module the controller can reach; a REQUEST-scoped resolver is resolved for each request`,
   streamType:

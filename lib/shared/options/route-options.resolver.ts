@@ -83,14 +83,14 @@ export function resolveRouteOptions(
   if (typeof transactional !== 'boolean') fail(where, CONFIG_ERRORS.boolean('transactional', transactional));
   if (transactional && !module.transactions) fail(where, CONFIG_ERRORS.noTransactions('transactional'));
   if (transactional && !completesInTransactions(module.store)) {
-    fail(where, CONFIG_ERRORS.transactionalStore('transactional'));
+    fail(where, CONFIG_ERRORS.transactionalStore);
   }
   const atomicPhases = route.atomicPhases ?? false;
   if (typeof atomicPhases !== 'boolean') fail(where, CONFIG_ERRORS.boolean('atomicPhases', atomicPhases));
   if (atomicPhases && transactional) fail(where, CONFIG_ERRORS.phasesTransactional);
   if (atomicPhases && !module.transactions) fail(where, CONFIG_ERRORS.noTransactions('atomicPhases'));
   if (atomicPhases && !keepsRecoveryPoints(module.store)) {
-    fail(where, CONFIG_ERRORS.transactionalStore('atomicPhases'));
+    fail(where, CONFIG_ERRORS.recoveryPointsStore);
   }
   const missingHeader = message
     ? missingHeaderPolicy(where, route.missingKey, 'reject', 'missingKey')
