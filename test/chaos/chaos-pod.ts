@@ -28,6 +28,7 @@ import {
   type IdempotencyStore,
   Idempotent,
   InMemoryStore,
+  MySqlStore,
   PostgresStore,
   RedisStore,
   SqliteStore,
@@ -225,6 +226,8 @@ function store(): IdempotencyStore {
       return new PostgresStore({ connectionString: url, poolSize: Number(process.env.POOL_SIZE) || undefined });
     case 'sqlite':
       return new SqliteStore({ filename: url });
+    case 'mysql':
+      return new MySqlStore({ uri: url, poolSize: Number(process.env.POOL_SIZE) || undefined });
     default:
       return new InMemoryStore();
   }

@@ -18,7 +18,7 @@ import { runAll, type ScenarioResult, table } from './runner.js';
 // each scenario's row as it ends, the table and every violation at the end, and the seed of each
 // scenario, so `--seed <it> --stores <its store> --faults <its fault>` replays one that failed.
 
-const ALL: readonly StoreKind[] = ['memory', 'redis', 'postgres', 'sqlite', 'postgres-tx'];
+const ALL: readonly StoreKind[] = ['memory', 'redis', 'postgres', 'sqlite', 'postgres-tx', 'mysql', 'mysql-tx'];
 
 const { values } = parseArgs({
   options: {

@@ -3,13 +3,14 @@ import { createHash } from 'node:crypto';
 import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type IdempotencyStore, PostgresStore, RedisStore, SqliteStore } from '../../lib/index.js';
+import { type IdempotencyStore, MySqlStore, PostgresStore, RedisStore, SqliteStore } from '../../lib/index.js';
 import { type ClientProxy, ClientProxyFactory, Transport } from '@nestjs/microservices';
 import { firstValueFrom, timeout } from 'rxjs';
 import { FakeProvider } from '../support/fake-provider.js';
 import { NatsServer, natsAvailable } from '../support/nats-server.js';
 import { FaultProxy } from '../support/fault-proxy.js';
 import { Pod } from '../support/pod.js';
+import { MySqlServer } from '../support/mysql-server.js';
 import { PostgresServer } from '../support/postgres-server.js';
 import { track } from '../support/processes.js';
 import { RedisServer } from '../support/redis-server.js';
@@ -17,8 +18,16 @@ import { sleep } from '../support/timing.js';
 import type { HistoryLine } from './history.js';
 import { redisLatencies, watchStalls } from './stalls.js';
 
-/** What the pods keep their idempotency state in; `postgres-tx` is the ledger sample's transactional route. */
-export type StoreKind = 'memory' | 'redis' | 'postgres' | 'sqlite' | 'postgres-tx';
+/**
+ * What the pods keep their idempotency state in; `postgres-tx` and `mysql-tx` are the ledger sample's
+ * transactional route (and, on PostgreSQL, its rides in atomic phases).
+ */
+export type StoreKind = 'memory' | 'redis' | 'postgres' | 'sqlite' | 'postgres-tx' | 'mysql' | 'mysql-tx';
+
+/** The ledger sample's stores: transactional charges, business rows beside the records. */
+export const isLedger = (store: StoreKind): boolean => store === 'postgres-tx' || store === 'mysql-tx';
+const onPostgres = (store: StoreKind): boolean => store === 'postgres' || store === 'postgres-tx';
+const onMySql = (store: StoreKind): boolean => store === 'mysql' || store === 'mysql-tx';
 
 /** A pod as the fault-injection runner handles it: the chaos pod (chaos-pod.ts) or a ledger sample pod. */
 export interface RunningPod {
@@ -131,6 +140,9 @@ export class Cluster {
   readonly log: string;
   redis: RedisServer | undefined;
   postgres: PostgresServer | undefined;
+  mysql: MySqlServer | undefined;
+  /** The MySQL database the pods share (its URL, without a proxy). */
+  private mysqlUrl: string | undefined;
   /** The rides route's payment provider (`postgres-tx`): deduplicates by key, counts every call. */
   provider: FakeProvider | undefined;
   /** The chaos pods' NATS server (not on `postgres-tx`, nor where nats-server is not installed), and the client's connection. */
@@ -168,7 +180,7 @@ export class Cluster {
 
   /** The store's own address, without a proxy. */
   get storeUrl(): string {
-    return this.redis?.url ?? this.postgres?.url ?? this.sqliteFile;
+    return this.redis?.url ?? this.postgres?.url ?? this.mysqlUrl ?? this.sqliteFile;
   }
 
   private async startServer(): Promise<void> {
@@ -179,16 +191,20 @@ export class Cluster {
         ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', this.dir, '--latency-monitor-threshold', threshold],
         { ownServer: true },
       );
-    } else if (store === 'postgres' || store === 'postgres-tx') {
+    } else if (onPostgres(store)) {
       this.postgres = await PostgresServer.start({ ownServer: true });
+    } else if (onMySql(store)) {
+      this.mysql = await MySqlServer.start({ ownServer: true });
+      this.mysqlUrl = await this.mysql.createDatabase('chaos');
     }
     if (store === 'postgres-tx') this.provider = await FakeProvider.start();
-    else if (natsAvailable('fault-injection suite (NATS)')) {
+    // The ledger on MySQL has charges only: no rides (so no provider), and no NATS handler.
+    else if (store !== 'mysql-tx' && natsAvailable('fault-injection suite (NATS)')) {
       this.nats = await NatsServer.start();
       this.natsClient = ClientProxyFactory.create({ transport: Transport.NATS, options: { servers: [this.nats.url] } });
       await this.natsClient.connect();
     }
-    if (this.redis || this.postgres) {
+    if (this.redis || this.postgres || this.mysql) {
       const port = Number(new URL(this.storeUrl).port);
       for (let i = 0; i < this.options.pods; i++) this.proxies.push(await FaultProxy.start(port));
       // Every pod's store traffic passes through this process: when the machine starves it, every
@@ -206,39 +222,38 @@ export class Cluster {
     const name = `p${slot}.${++this.started}`;
     const adapter = slot % 2 === 0 ? 'express' : 'fastify';
     const url = (this.proxies[slot] ?? this.proxies[0])?.url(this.storeUrl) ?? this.storeUrl;
-    const pod =
-      store === 'postgres-tx'
-        ? new LedgerPod(
-            name,
-            await Pod.start({
-              sample: 'ledger',
-              store: 'postgres',
-              postgresUrl: url,
-              adapter,
-              leaseMs,
-              providerLatencyMs: slowMs / 2,
-              env: {
-                // A transactional route's lease is its transaction timeout, never renewed: the same length here.
-                TRANSACTION_TIMEOUT_MS: String(leaseMs),
-                PAYMENT_PROVIDER_URL: this.provider!.url,
-                // Every pod runs the completer: rides whose client went away (or whose pod died) are
-                // finished by it, racing the clients' own retries.
-                COMPLETER_INTERVAL_MS: String(leaseMs / 2),
-                COMPLETER_IDLE_MS: String(leaseMs * 2),
-                ...env,
-              },
-            }),
-          )
-        : await ChaosPod.start(name, {
-            STORE: store,
-            STORE_URL: url,
-            ADAPTER: adapter,
-            LOG: this.log,
-            LEASE_MS: String(leaseMs),
-            SLOW_MS: String(slowMs),
-            POOL_SIZE: this.options.poolSize ? String(this.options.poolSize) : '',
-            NATS_URL: this.nats?.url ?? '',
-          });
+    const pod = isLedger(store)
+      ? new LedgerPod(
+          name,
+          await Pod.start({
+            sample: 'ledger',
+            store: store === 'mysql-tx' ? 'mysql' : 'postgres',
+            ...(store === 'mysql-tx' ? { mysqlUrl: url } : { postgresUrl: url }),
+            adapter,
+            leaseMs,
+            providerLatencyMs: slowMs / 2,
+            env: {
+              // A transactional route's lease is its transaction timeout, never renewed: the same length here.
+              TRANSACTION_TIMEOUT_MS: String(leaseMs),
+              PAYMENT_PROVIDER_URL: this.provider?.url ?? '',
+              // Every pod runs the completer: rides whose client went away (or whose pod died) are
+              // finished by it, racing the clients' own retries.
+              COMPLETER_INTERVAL_MS: String(leaseMs / 2),
+              COMPLETER_IDLE_MS: String(leaseMs * 2),
+              ...env,
+            },
+          }),
+        )
+      : await ChaosPod.start(name, {
+          STORE: store,
+          STORE_URL: url,
+          ADAPTER: adapter,
+          LOG: this.log,
+          LEASE_MS: String(leaseMs),
+          SLOW_MS: String(slowMs),
+          POOL_SIZE: this.options.poolSize ? String(this.options.poolSize) : '',
+          NATS_URL: this.nats?.url ?? '',
+        });
     if (pod instanceof LedgerPod) this.ledgerPods.push(pod);
     this.slots[slot] = pod;
     return pod;
@@ -292,7 +307,7 @@ export class Cluster {
 
   /** Headers of a tenant's requests: the chaos pod's tenant header, or the ledger's bearer token. */
   headers(tenant: string): Record<string, string> {
-    return this.options.store === 'postgres-tx' ? { authorization: `Bearer ${tenant}-token` } : { 'x-tenant': tenant };
+    return isLedger(this.options.store) ? { authorization: `Bearer ${tenant}-token` } : { 'x-tenant': tenant };
   }
 
   /** The keys of `ids` (`tenant/key`) whose claim the store still holds, live. */
@@ -302,7 +317,7 @@ export class Cluster {
     const held: string[] = [];
     for (const id of ids) {
       const [tenant, key] = id.split('/');
-      const scope = this.options.store === 'postgres-tx' ? `acct_${tenant}` : tenant;
+      const scope = isLedger(this.options.store) ? `acct_${tenant}` : tenant;
       const entry = await inspector.peek(`idem:${scope}:${key}`);
       if (entry?.state === 'in-flight') held.push(id);
     }
@@ -311,6 +326,14 @@ export class Cluster {
 
   /** Business rows per `tenant/key`: the ledger's charges, and its rides (a ride's origin is its key). */
   async rows(): Promise<Map<string, number>> {
+    if (this.mysql) {
+      const charges = await this.mysql.query<{ account_id: string; key: string; n: number }>(
+        'SELECT account_id, idempotency_key AS `key`, count(*) AS n FROM charges GROUP BY 1, 2',
+        [],
+        this.mysqlUrl,
+      );
+      return new Map(charges.map((r) => [`${r.account_id.replace(/^acct_/, '')}/${r.key}`, Number(r.n)]));
+    }
     const rows = await this.postgres!.query<{ account_id: string; key: string; n: number }>(
       `SELECT account_id, idempotency_key AS key, count(*)::int AS n FROM charges GROUP BY 1, 2
        UNION ALL SELECT account_id, origin, count(*)::int FROM rides GROUP BY 1, 2`,
@@ -320,7 +343,8 @@ export class Cluster {
 
   /** Rides (`tenant/key`) not charged or without their receipt: half done, unless the provider declined them. */
   async unfinishedRides(): Promise<string[]> {
-    const rows = await this.postgres!.query<{ account_id: string; origin: string }>(
+    if (!this.postgres) return [];
+    const rows = await this.postgres.query<{ account_id: string; origin: string }>(
       'SELECT account_id, origin FROM rides WHERE charge_id IS NULL OR NOT receipt_queued',
     );
     return rows.map((r) => `${r.account_id.replace(/^acct_/, '')}/${r.origin}`);
@@ -345,8 +369,8 @@ export class Cluster {
     if (this.inspector) return this.inspector;
     const { store } = this.options;
     if (store === 'redis') this.inspector = new RedisStore({ url: this.storeUrl });
-    else if (store === 'postgres' || store === 'postgres-tx')
-      this.inspector = new PostgresStore({ connectionString: this.storeUrl, createSchema: false });
+    else if (onPostgres(store)) this.inspector = new PostgresStore({ connectionString: this.storeUrl, createSchema: false });
+    else if (onMySql(store)) this.inspector = new MySqlStore({ uri: this.storeUrl, createSchema: false, sweepIntervalMs: 0 });
     else if (store === 'sqlite') this.inspector = new SqliteStore({ filename: this.sqliteFile, createSchema: false });
     await this.inspector?.open?.();
     return this.inspector;
@@ -379,6 +403,7 @@ export class Cluster {
     await Promise.all(this.proxies.map((p) => p.close()));
     await this.redis?.stop();
     await this.postgres?.destroy();
+    await this.mysql?.destroy();
     await this.provider?.stop();
     await Promise.resolve(this.natsClient?.close()).catch(() => undefined);
     await this.nats?.stop();

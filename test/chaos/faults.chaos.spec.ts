@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { built } from '../support/build.js';
+import { mysqlAvailable } from '../support/mysql-server.js';
 import { postgresAvailable } from '../support/postgres-server.js';
 import { natsAvailable } from '../support/nats-server.js';
 import { redisAvailable } from '../support/redis-server.js';
@@ -18,6 +19,7 @@ const stores: StoreKind[] = [
   'sqlite',
   ...(redisAvailable('fault-injection suite (Redis)') ? (['redis'] as const) : []),
   ...(postgresAvailable('fault-injection suite (PostgreSQL)') ? (['postgres', 'postgres-tx'] as const) : []),
+  ...(mysqlAvailable('fault-injection suite (MySQL)') ? (['mysql', 'mysql-tx'] as const) : []),
 ];
 
 describe('fault injection: each fault once per store, checked by the history checker', () => {
@@ -49,13 +51,15 @@ describe('fault injection: each fault once per store, checked by the history che
       const surfaces =
         store === 'postgres-tx'
           ? ['/charges', '/rides']
-          : [
-              '/fast',
-              '/wait',
-              '/graphql',
-              '/inbox',
-              ...(natsAvailable('fault-injection suite (NATS)') ? ['nats:chaos.nats'] : []),
-            ];
+          : store === 'mysql-tx'
+            ? ['/charges']
+            : [
+                '/fast',
+                '/wait',
+                '/graphql',
+                '/inbox',
+                ...(natsAvailable('fault-injection suite (NATS)') ? ['nats:chaos.nats'] : []),
+              ];
       expect(surfaces.filter((s) => !sent.has(s))).toEqual([]);
       if (store === 'postgres-tx') expect(round.find((r) => r.fault === 'crash-in-phase')?.completed).toBeGreaterThan(0);
     },

@@ -29,8 +29,8 @@ export interface Fault {
 /** The pod `crash-in-phase` readies, per cluster: the ledger sample set to die right after a ride's charge phase. */
 const crashing = new WeakMap<Cluster, NonNullable<Cluster['slots'][number]>>();
 
-const NETWORK: readonly StoreKind[] = ['redis', 'postgres', 'postgres-tx'];
-const POD_FAULTS: readonly StoreKind[] = ['redis', 'postgres', 'sqlite', 'postgres-tx'];
+const NETWORK: readonly StoreKind[] = ['redis', 'postgres', 'postgres-tx', 'mysql', 'mysql-tx'];
+const POD_FAULTS: readonly StoreKind[] = ['redis', 'postgres', 'sqlite', 'postgres-tx', 'mysql', 'mysql-tx'];
 
 /** Kills or stops the first pod; a successor takes its slot as an orchestrator would start one. */
 function replacing(cluster: Cluster, end: (pod: NonNullable<Cluster['slots'][number]>) => Promise<unknown>): Injected {
@@ -63,7 +63,7 @@ function everyProxy(cluster: Cluster, start: (proxy: FaultProxy) => void, end: (
 export const FAULTS: readonly Fault[] = [
   {
     name: 'none',
-    stores: ['memory', 'redis', 'postgres', 'sqlite', 'postgres-tx'],
+    stores: ['memory', 'redis', 'postgres', 'sqlite', 'postgres-tx', 'mysql', 'mysql-tx'],
     holdMs: () => 0,
     inject: async () => ({ pods: [], heal: async () => undefined }),
   },
@@ -96,7 +96,7 @@ export const FAULTS: readonly Fault[] = [
     // One pod cut off from the store while the others go on: its leases lapse and its keys move on.
     name: 'isolate-pod',
     cutsStore: true,
-    stores: ['redis', 'postgres'],
+    stores: ['redis', 'postgres', 'mysql'],
     holdMs: (lease) => 2 * lease,
     inject: async (cluster) => {
       cluster.proxies[0].partition();
@@ -107,7 +107,7 @@ export const FAULTS: readonly Fault[] = [
     // A hung path: bytes held in both directions, connections left open, for longer than a lease.
     name: 'stall',
     cutsStore: true,
-    stores: ['redis', 'postgres'],
+    stores: ['redis', 'postgres', 'mysql'],
     holdMs: (lease) => Math.round(1.5 * lease),
     inject: async (cluster) =>
       everyProxy(
@@ -123,8 +123,9 @@ export const FAULTS: readonly Fault[] = [
     stores: NETWORK,
     holdMs: () => 300,
     inject: async (cluster) => {
-      await (cluster.redis ?? cluster.postgres)!.stop();
-      return { pods: [], heal: () => (cluster.redis ?? cluster.postgres)!.resume() };
+      const server = (cluster.redis ?? cluster.postgres ?? cluster.mysql)!;
+      await server.stop();
+      return { pods: [], heal: () => server.resume() };
     },
   },
   {

@@ -1,5 +1,5 @@
 import { sleep } from '../support/timing.js';
-import { Cluster, type StoreKind } from './cluster.js';
+import { Cluster, isLedger, type StoreKind } from './cluster.js';
 import { type Fault, faultsFor } from './faults.js';
 import { type Attempt, check, type FaultWindow, type HistoryLine, id, type Verdict } from './history.js';
 import { drive, type Operation, operations, random, WAIT_MS, type WorkloadOptions } from './workload.js';
@@ -41,6 +41,8 @@ const NATS = 'nats:chaos.nats';
 const CHARGE = 'mutation Charge($amount: Int!) { charge(amount: $amount) { tenant key route runId at } }';
 /** The ledger sample's transactional charges and its rides in atomic phases (a provider call between two phases). */
 const LEDGER_ROUTES = ['/charges', '/rides'];
+/** The ledger on MySQL: its charges only (recovery points need PostgreSQL). */
+const MYSQL_LEDGER_ROUTES = ['/charges'];
 /** How long a run left by its client gets for a completer to finish it: idle 2 leases, then a look every half lease, and its phases. */
 const COMPLETER_WAIT_MS = 6000;
 /** A ride's provider call per derived key: the run's, and one more by whoever resumes it after a crash or a lapse. */
@@ -70,8 +72,13 @@ export async function runScenario(cluster: Cluster, fault: Fault, options: Scena
   const { store, leaseMs, slowMs } = cluster.options;
   const rng = random(options.seed);
   const prefix = `${fault.name}-${options.seed.toString(36)}`;
-  const ledger = store === 'postgres-tx';
-  const routes = ledger ? LEDGER_ROUTES : [...HTTP_ROUTES, ...OTHER_SURFACES, ...(cluster.nats ? [NATS, NATS] : [])];
+  const ledger = isLedger(store);
+  const routes =
+    store === 'mysql-tx'
+      ? MYSQL_LEDGER_ROUTES
+      : ledger
+        ? LEDGER_ROUTES
+        : [...HTTP_ROUTES, ...OTHER_SURFACES, ...(cluster.nats ? [NATS, NATS] : [])];
   const ops = operations(options.operations, prefix, options.spreadMs, rng, routes, (i, path, key) =>
     path === '/rides'
       ? // One ride in ten is declined by the provider (a 402 that ends the run and is stored).
