@@ -6,6 +6,7 @@ import { createServer } from 'node:net';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { requestFingerprint } from '../lib/shared/utils/fingerprint.util.js';
+import { MySqlServer } from '../test/support/mysql-server.js';
 import { PostgresServer } from '../test/support/postgres-server.js';
 import { CONNECTIONS, fingerprintCost, heapPerRecord, median, storeOpsPerSecond } from './micro.js';
 
@@ -36,6 +37,7 @@ const ALL_VARIANTS = [
   'redis-wait',
   'postgres',
   'postgres-tx',
+  'mysql',
   'fastify-bare',
   'fastify-noop',
   'fastify-undecorated',
@@ -43,6 +45,7 @@ const ALL_VARIANTS = [
   'fastify-redis',
   'fastify-sqlite',
   'fastify-postgres',
+  'fastify-mysql',
 ] as const;
 type Variant = (typeof ALL_VARIANTS)[number];
 // BENCH_VARIANTS=noop,memory narrows a run while working on one cell; the floors always run.
@@ -107,8 +110,10 @@ function treeCpuMicros(root: number | undefined): number {
 
 let redisPid: number | undefined;
 let postgresPid: number | undefined;
+let mysqlPid: number | undefined;
 /** The database server a variant's store talks to, whose CPU time the run reads. */
-const storeServerOf = (v: Variant) => (v.includes('redis') ? redisPid : v.includes('postgres') ? postgresPid : undefined);
+const storeServerOf = (v: Variant) =>
+  v.includes('redis') ? redisPid : v.includes('postgres') ? postgresPid : v.includes('mysql') ? mysqlPid : undefined;
 
 async function startRedis(): Promise<number> {
   const port = await freePort();
@@ -128,7 +133,7 @@ async function startRedis(): Promise<number> {
   throw new Error('redis-server did not start');
 }
 
-async function startServer(variant: Variant, redisPort: number, pgUrl: string, dir: string): Promise<string> {
+async function startServer(variant: Variant, redisPort: number, pgUrl: string, mysqlUrl: string, dir: string): Promise<string> {
   const port = await freePort();
   const child = fork(new URL('./server.js', import.meta.url), [], {
     env: {
@@ -138,6 +143,7 @@ async function startServer(variant: Variant, redisPort: number, pgUrl: string, d
       PORT: String(port),
       REDIS_URL: `redis://127.0.0.1:${redisPort}`,
       PG_URL: pgUrl,
+      MYSQL_URL: mysqlUrl,
       // A file per variant: two processes on one file made each wait for the other's write lock and checkpoints.
       SQLITE_FILE: join(dir, `${variant}.db`),
     },
@@ -213,9 +219,12 @@ async function main(): Promise<void> {
   const started = Date.now();
   const redisPort = await startRedis();
   const postgres = await PostgresServer.start({ ownServer: true });
+  const usesMySql = VARIANTS.some((v) => v.includes('mysql'));
+  const mysql = usesMySql ? await MySqlServer.start({ ownServer: true }) : undefined;
+  const mysqlUrl = mysql ? await mysql.createDatabase('bench') : '';
   const dir = mkdtempSync(join(tmpdir(), 'idem-bench-'));
   const bases = {} as Record<Variant, string>;
-  for (const v of VARIANTS) bases[v] = await startServer(v, redisPort, postgres.url, dir);
+  for (const v of VARIANTS) bases[v] = await startServer(v, redisPort, postgres.url, mysqlUrl, dir);
   const replayKey = `replay-${randomUUID()}`;
   for (const v of VARIANTS) {
     // Prime the replay key, and warm up each server (JIT, connections, script cache).
@@ -246,6 +255,7 @@ async function main(): Promise<void> {
   }
 
   postgresPid = postgres.pid;
+  mysqlPid = mysql?.pid;
   const cells: Cell[] = [];
   for (let round = 0; round < ROUNDS; round++) {
     for (const workload of WORKLOADS) {
@@ -277,6 +287,7 @@ async function main(): Promise<void> {
   // Redis commands per request kind, counted by the server (CONFIG RESETSTAT, then fixed counts).
   const budget = has('redis') ? await redisBudget(bases.redis, redisPort) : undefined;
   const pgTrips = has('postgres') ? await postgresRoundTrips(bases.postgres, postgres) : undefined;
+  const myTrips = has('mysql') && mysql ? await mysqlRoundTrips(bases.mysql, mysql, mysqlUrl) : undefined;
   const txTrips = has('postgres-tx')
     ? await postgresRoundTrips(bases['postgres-tx'], postgres, 'TransactionalController.create', 'idempotency_tx')
     : undefined;
@@ -286,10 +297,16 @@ async function main(): Promise<void> {
   holding.abort();
   stopAll();
   await postgres.destroy();
+  await mysql?.destroy();
   rmSync(dir, { recursive: true, force: true });
   if (pgTrips) {
     process.stdout.write(
       `PostgresStore round trips per request (counted by the server's pool; target 2 / 1 / 1): first ${pgTrips.first}, replay ${pgTrips.replay}, conflict ${pgTrips.conflict}\n`,
+    );
+  }
+  if (myTrips) {
+    process.stdout.write(
+      `MySqlStore round trips per request (counted by the store's pool; target 2 / 1 / 1): first ${myTrips.first}, replay ${myTrips.replay}, conflict ${myTrips.conflict}\n`,
     );
   }
   if (txTrips) {
@@ -306,7 +323,17 @@ async function main(): Promise<void> {
   writeFileSync(
     file,
     JSON.stringify(
-      { machine: machine(), seconds: (Date.now() - started) / 1000, cells, budget, pgTrips, txTrips, micro, correctness },
+      {
+        machine: machine(),
+        seconds: (Date.now() - started) / 1000,
+        cells,
+        budget,
+        pgTrips,
+        myTrips,
+        txTrips,
+        micro,
+        correctness,
+      },
       null,
       2,
     ),
@@ -393,6 +420,40 @@ async function postgresRoundTrips(
   return { first, replay, conflict };
 }
 
+/** Statements the MySqlStore's pool ran per request kind, counted as {@link postgresRoundTrips} counts them. */
+async function mysqlRoundTrips(
+  base: string,
+  server: MySqlServer,
+  url: string,
+): Promise<Record<'first' | 'replay' | 'conflict', number>> {
+  const N = 200;
+  const per = async (fn: () => Promise<void>) => {
+    const before = (await stats(base)).queries;
+    await fn();
+    return ((await stats(base)).queries - before) / N;
+  };
+  const post = (key: string) => fetch(`${base}/tx`, { method: 'POST', headers: headers(key), body: BODY }).then((r) => r.status);
+  const keys = Array.from({ length: N }, () => `trips-${randomUUID()}`);
+  const first = await per(async () => {
+    for (const k of keys) await post(k);
+  });
+  const replay = await per(async () => {
+    for (const k of keys) await post(k);
+  });
+  const held = `held-${randomUUID()}`;
+  const fingerprint = requestFingerprint('POST', '/tx', JSON.parse(BODY), 'IdempotentController.create');
+  await server.query(
+    `INSERT INTO idempotency_records (\`key\`, fingerprint, state, owner, expires_at)
+     VALUES (?, ?, 0, 'another pod', UTC_TIMESTAMP(3) + INTERVAL 1 MINUTE)`,
+    [`idem:%:${held}`, fingerprint],
+    url,
+  );
+  const conflict = await per(async () => {
+    for (let i = 0; i < N; i++) if ((await post(held)) !== 409) throw new Error('expected 409');
+  });
+  return { first, replay, conflict };
+}
+
 function machine(): string {
   return `${cpus().length} x ${cpus()[0]?.model ?? 'cpu'}, Node ${process.version}, ${process.platform}`;
 }
@@ -469,6 +530,8 @@ function report(
   const rpsGoals: [string, Variant, Workload, number][] = [
     ['PostgresStore `first`', 'postgres', 'first', 0.6],
     ['PostgresStore `replay`', 'postgres', 'replay', 0.8],
+    ['MySqlStore `first`', 'mysql', 'first', 0.35],
+    ['MySqlStore `replay`', 'mysql', 'replay', 0.5],
     ['SqliteStore `first`', 'sqlite', 'first', 0.75],
     ['SqliteStore `replay`', 'sqlite', 'replay', 0.85],
   ];

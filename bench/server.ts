@@ -12,21 +12,24 @@ import {
 } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
+import mysql from 'mysql2/promise';
 import pg from 'pg';
 import {
   type IdempotencyStore,
   IdempotencyModule,
   Idempotent,
   InMemoryStore,
+  MySqlStore,
   PostgresStore,
   RedisStore,
   SqliteStore,
 } from '../lib/index.js';
+import type { MySqlPoolLike } from '../lib/stores/index.js';
 import { PgTransactions } from '../test/support/pg-transactions.js';
 
 /**
  * One benchmark variant in a process of its own: VARIANT = bare | noop | undecorated | memory | redis | postgres |
- * postgres-tx | sqlite, or fastify-<one of them> for the Fastify adapter; PORT, REDIS_URL, PG_URL, SQLITE_FILE. The same trivial handler in each
+ * postgres-tx | mysql | sqlite, or fastify-<one of them> for the Fastify adapter; PORT, REDIS_URL, PG_URL, SQLITE_FILE. The same trivial handler in each
  * (POST /hold never answers, for duplicates in flight; postgres-tx: `transactional: true`, in a transaction of a node-postgres port); GET /stats reports
  * handler runs, the process's CPU time and, for postgres and postgres-tx, the statements their pool
  * and its clients ran (one round trip each).
@@ -167,10 +170,27 @@ function countedPool(): pg.Pool {
   });
 }
 
+/** A mysql2 pool that counts every statement the store sends. */
+function countedMySqlPool(): MySqlPoolLike {
+  const pool = mysql.createPool({ uri: process.env.MYSQL_URL, connectionLimit: 4 });
+  return {
+    execute: (options, values) => {
+      queries++;
+      return pool.execute(options, values) as never;
+    },
+    query: (options, values) => {
+      queries++;
+      return pool.query(options, values) as never;
+    },
+    end: () => pool.end(),
+  };
+}
+
 function store(): IdempotencyStore {
   if (variant === 'redis' || variant === 'redis-wait') return new RedisStore({ url: process.env.REDIS_URL! });
   if (variant === 'sqlite') return new SqliteStore({ filename: process.env.SQLITE_FILE! });
   if (variant === 'postgres') return new PostgresStore({ pool: countedPool() });
+  if (variant === 'mysql') return new MySqlStore({ pool: countedMySqlPool() });
   // Room for every record of a run, so none is evicted (MAX_ENTRIES: a smaller store, to see what
   // the retained records cost the garbage collector).
   return new InMemoryStore({ maxEntries: Number(process.env.MAX_ENTRIES ?? 1_000_000) });

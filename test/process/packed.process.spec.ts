@@ -7,6 +7,7 @@ import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import { promisify, stripVTControlCharacters } from 'node:util';
 import { guideFiles, quickStart } from '../support/guide-blocks.js';
+import { MySqlServer, mysqlAvailable } from '../support/mysql-server.js';
 import { PostgresServer, postgresAvailable } from '../support/postgres-server.js';
 import { RedisServer, redisAvailable } from '../support/redis-server.js';
 
@@ -25,6 +26,7 @@ const VITEST = join(ROOT, 'node_modules/vitest/vitest.mjs');
 const execFileAsync = promisify(execFile);
 const withRedis = redisAvailable('packed tarball: the Redis recipe');
 const withPostgres = postgresAvailable('packed tarball: the store contract on PostgresStore');
+const withMySql = mysqlAvailable('packed tarball: the store contract on MySqlStore');
 
 const LOCKED = (
   JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, { version: string }> }
@@ -55,6 +57,7 @@ async function install(folder: string, tarball: string, ioredis: '5' | '6', extr
         '@nestjs/typeorm',
         'typeorm',
         'pg',
+        'mysql2',
         'reflect-metadata',
         'rxjs',
         ...extra,
@@ -247,10 +250,12 @@ describe('the packed tarball, installed by npm in fresh apps', () => {
   let files: string[];
   let redis: RedisServer | undefined;
   let postgres: PostgresServer | undefined;
+  let mysql: MySqlServer | undefined;
 
   beforeAll(async () => {
     if (withRedis) redis = await RedisServer.start();
     if (withPostgres) postgres = await PostgresServer.start();
+    if (withMySql) mysql = await MySqlServer.start();
     dir = mkdtempSync(join(tmpdir(), 'idem-packed-'));
     // prepack builds dist/ from scratch: what is packed is what the sources make now. In a copy of
     // what it reads, so that the suites running beside this one keep the repository's dist/.
@@ -279,6 +284,7 @@ describe('the packed tarball, installed by npm in fresh apps', () => {
   afterAll(async () => {
     await redis?.stop();
     await postgres?.destroy();
+    await mysql?.destroy();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -294,6 +300,7 @@ describe('the packed tarball, installed by npm in fresh apps', () => {
         'sql/postgres/001_idempotency_records.sql',
         'sql/postgres/002_idempotency_phases.sql',
         'sql/sqlite/001_idempotency_records.sql',
+        'sql/mysql/001_idempotency_records.sql',
       ]),
     );
     // No source maps: they would point at lib/*.ts, which is not shipped.
@@ -376,6 +383,11 @@ describe('the packed tarball, installed by npm in fresh apps', () => {
             head +
             load('PostgresStore', 'nestjs-idempotency') +
             `storeContract({ describe, it }, () => new PostgresStore({ connectionString: ${JSON.stringify(await postgres.createDatabase('packed'))} }), { name: 'PostgresStore', ${close} });\n`;
+        if (mysql)
+          contracts['mysql.test.js'] =
+            head +
+            load('MySqlStore', 'nestjs-idempotency') +
+            `storeContract({ describe, it }, () => new MySqlStore({ uri: ${JSON.stringify(await mysql.createDatabase('packed'))} }), { name: 'MySqlStore', ${close} });\n`;
       }
       for (const [file, text] of Object.entries(contracts)) writeFileSync(join(app, file), text);
       const contractRun = await execFileAsync(process.execPath, ['--test', ...Object.keys(contracts)], {
@@ -390,6 +402,7 @@ describe('the packed tarball, installed by npm in fresh apps', () => {
       const suites = ['InMemoryStore', 'MapStore', ...(kind === 'esm' ? ['SqliteStore'] : [])];
       if (kind === 'esm' && redis) suites.push('RedisStore');
       if (kind === 'esm' && postgres) suites.push('PostgresStore');
+      if (kind === 'esm' && mysql) suites.push('MySqlStore');
       for (const name of suites) expect(contractRun).toContain(`store contract: ${name}`);
       // A store that failed to open cancels its tests rather than failing them.
       expect(contractRun).toMatch(/^# cancelled 0$/m);
