@@ -174,13 +174,13 @@ function countedPool(): pg.Pool {
 function countedMySqlPool(): MySqlPoolLike {
   const pool = mysql.createPool({ uri: process.env.MYSQL_URL, connectionLimit: 4 });
   return {
-    execute: (options, values) => {
+    execute: (options, values?: unknown[]) => {
       queries++;
-      return pool.execute(options, values) as never;
+      return pool.execute(options, values as mysql.ExecuteValues);
     },
-    query: (options, values) => {
+    query: (options, values?: unknown[]) => {
       queries++;
-      return pool.query(options, values) as never;
+      return pool.query(options, values);
     },
     end: () => pool.end(),
   };
