@@ -308,7 +308,7 @@ describe('the packed tarball, installed by npm in fresh apps', () => {
       files.filter(
         (f) =>
           !/^dist\/.+\.(js|d\.ts)$/.test(f) &&
-          !/^sql\/(postgres|sqlite)\/\d{3}_\w+\.sql$/.test(f) &&
+          !/^sql\/(postgres|sqlite|mysql)\/\d{3}_\w+\.sql$/.test(f) &&
           !['package.json', 'README.md', 'LICENSE', 'CHANGELOG.md'].includes(f),
       ),
     ).toEqual([]);
