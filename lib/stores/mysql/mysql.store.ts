@@ -151,7 +151,7 @@ export class MySqlStore implements IdempotencyStore {
   }
 
   /**
-   * Deletes expired rows in batches of {@link SWEEP_BATCH}, oldest first. On the store's own pool
+   * Deletes expired rows in batches of a thousand, oldest first. On the store's own pool
    * (READ COMMITTED) it locks only the expired rows it deletes, never a live claim or a gap beside one.
    */
   async sweep(): Promise<number> {
