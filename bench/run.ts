@@ -286,10 +286,10 @@ async function main(): Promise<void> {
 
   // Redis commands per request kind, counted by the server (CONFIG RESETSTAT, then fixed counts).
   const budget = has('redis') ? await redisBudget(bases.redis, redisPort) : undefined;
-  const pgTrips = has('postgres') ? await postgresRoundTrips(bases.postgres, postgres) : undefined;
-  const myTrips = has('mysql') && mysql ? await mysqlRoundTrips(bases.mysql, mysql, mysqlUrl) : undefined;
+  const pgTrips = has('postgres') ? await roundTrips(bases.postgres, plantInPostgres(postgres)) : undefined;
+  const myTrips = has('mysql') && mysql ? await roundTrips(bases.mysql, plantInMySql(mysql, mysqlUrl)) : undefined;
   const txTrips = has('postgres-tx')
-    ? await postgresRoundTrips(bases['postgres-tx'], postgres, 'TransactionalController.create', 'idempotency_tx')
+    ? await roundTrips(bases['postgres-tx'], plantInPostgres(postgres, 'idempotency_tx'), 'TransactionalController.create')
     : undefined;
   // The fingerprint first: after the store micro-benchmarks its figures carried their garbage.
   const fingerprint = fingerprintCost();
@@ -385,12 +385,17 @@ async function redisBudget(
   return { first, replay, conflict };
 }
 
-/** Statements the PostgresStore's pool ran per request kind: each is one round trip. */
-async function postgresRoundTrips(
+/** Plants a claim of "another pod" on a store key, with the fingerprint of the bench's request. */
+type PlantHeld = (storeKey: string, fingerprint: string) => Promise<unknown>;
+
+/**
+ * Statements a SQL store's pool ran per request kind (each is one round trip): `plant` writes the
+ * claim the conflicts meet straight into the table, as another pod's would be.
+ */
+async function roundTrips(
   base: string,
-  server: PostgresServer,
+  plant: PlantHeld,
   route = 'IdempotentController.create',
-  table = 'idempotency_records',
 ): Promise<Record<'first' | 'replay' | 'conflict', number>> {
   const N = 200;
   const per = async (fn: () => Promise<void>) => {
@@ -406,53 +411,34 @@ async function postgresRoundTrips(
   const replay = await per(async () => {
     for (const k of keys) await post(k);
   });
-  // A conflict: the key is held in flight by "another pod" (a claim row written straight in).
   const held = `held-${randomUUID()}`;
-  const fingerprint = requestFingerprint('POST', '/tx', JSON.parse(BODY), route);
-  await server.query(
-    `INSERT INTO ${table} (key, fingerprint, state, owner, expires_at)
-     VALUES ($1, $2, 0, 'another pod', clock_timestamp() + interval '1 minute')`,
-    [`idem:%:${held}`, fingerprint],
-  );
+  await plant(`idem:%:${held}`, requestFingerprint('POST', '/tx', JSON.parse(BODY), route));
   const conflict = await per(async () => {
     for (let i = 0; i < N; i++) if ((await post(held)) !== 409) throw new Error('expected 409');
   });
   return { first, replay, conflict };
 }
 
-/** Statements the MySqlStore's pool ran per request kind, counted as {@link postgresRoundTrips} counts them. */
-async function mysqlRoundTrips(
-  base: string,
-  server: MySqlServer,
-  url: string,
-): Promise<Record<'first' | 'replay' | 'conflict', number>> {
-  const N = 200;
-  const per = async (fn: () => Promise<void>) => {
-    const before = (await stats(base)).queries;
-    await fn();
-    return ((await stats(base)).queries - before) / N;
-  };
-  const post = (key: string) => fetch(`${base}/tx`, { method: 'POST', headers: headers(key), body: BODY }).then((r) => r.status);
-  const keys = Array.from({ length: N }, () => `trips-${randomUUID()}`);
-  const first = await per(async () => {
-    for (const k of keys) await post(k);
-  });
-  const replay = await per(async () => {
-    for (const k of keys) await post(k);
-  });
-  const held = `held-${randomUUID()}`;
-  const fingerprint = requestFingerprint('POST', '/tx', JSON.parse(BODY), 'IdempotentController.create');
-  await server.query(
-    `INSERT INTO idempotency_records (\`key\`, fingerprint, state, owner, expires_at)
-     VALUES (?, ?, 0, 'another pod', UTC_TIMESTAMP(3) + INTERVAL 1 MINUTE)`,
-    [`idem:%:${held}`, fingerprint],
-    url,
-  );
-  const conflict = await per(async () => {
-    for (let i = 0; i < N; i++) if ((await post(held)) !== 409) throw new Error('expected 409');
-  });
-  return { first, replay, conflict };
-}
+/** A claim row in PostgreSQL, in flight for a minute. */
+const plantInPostgres =
+  (server: PostgresServer, table = 'idempotency_records'): PlantHeld =>
+  (key, fingerprint) =>
+    server.query(
+      `INSERT INTO ${table} (key, fingerprint, state, owner, expires_at)
+       VALUES ($1, $2, 0, 'another pod', clock_timestamp() + interval '1 minute')`,
+      [key, fingerprint],
+    );
+
+/** A claim row in MySQL, in flight for a minute. */
+const plantInMySql =
+  (server: MySqlServer, url: string): PlantHeld =>
+  (key, fingerprint) =>
+    server.query(
+      `INSERT INTO idempotency_records (\`key\`, fingerprint, state, owner, expires_at)
+       VALUES (?, ?, 0, 'another pod', UTC_TIMESTAMP(3) + INTERVAL 1 MINUTE)`,
+      [key, fingerprint],
+      url,
+    );
 
 function machine(): string {
   return `${cpus().length} x ${cpus()[0]?.model ?? 'cpu'}, Node ${process.version}, ${process.platform}`;

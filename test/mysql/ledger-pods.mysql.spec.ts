@@ -1,7 +1,8 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { built } from '../support/build.js';
 import { MySqlServer, mysqlAvailable } from '../support/mysql-server.js';
-import { type Answer, Pod, type PodOptions, pooled } from '../support/pod.js';
+import { charge, crashed, retryUntilSettled } from '../support/ledger-client.js';
+import { Pod, type PodOptions, pooled } from '../support/pod.js';
 import { sleep } from '../support/timing.js';
 
 built('.build');
@@ -14,28 +15,6 @@ const describeMy = mysqlAvailable('ledger pods suite on MySQL') ? describe : des
 
 let server: MySqlServer;
 let databases = 0;
-
-async function charge(base: string, key: string, amount = 100): Promise<Answer> {
-  const res = await fetch(`${base}/api/ledger/charges`, {
-    method: 'POST',
-    headers: { authorization: 'Bearer alice-token', 'idempotency-key': key, 'content-type': 'application/json' },
-    body: JSON.stringify({ amount, currency: 'EUR' }),
-  });
-  return { status: res.status, text: await res.text(), replayed: res.headers.get('idempotent-replayed') === 'true' };
-}
-
-/** A request whose pod dies before answering: the connection error, as a client sees it. */
-const crashed = (answer: Promise<Answer>): Promise<Answer | 'connection lost'> => answer.catch(() => 'connection lost' as const);
-
-/** Retries while the key is held (409) or the database is away (5xx), as a client would. */
-async function retryUntilSettled(base: string, key: string, tries = 200): Promise<Answer> {
-  let answer = await charge(base, key);
-  for (let i = 0; i < tries && (answer.status === 409 || answer.status >= 500); i++) {
-    await sleep(50);
-    answer = await charge(base, key);
-  }
-  return answer;
-}
 
 describeMy('the ledger sample: exactly-once with MySQL across processes', () => {
   let url: string;
