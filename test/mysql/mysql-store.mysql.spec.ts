@@ -326,7 +326,8 @@ describeMy('MySqlStore (on MariaDB)', () => {
 
   it('a claim stuck behind a row lock fails on the server after the statement timeout, and never lands later', async () => {
     const url = await database();
-    const store = await ownStore({ statementTimeoutMs: 1000, sweepIntervalMs: 0 }, url);
+    // 1.2 s: the server waits 2 whole seconds, so the client must wait longer than that, not 1.7 s.
+    const store = await ownStore({ statementTimeoutMs: 1200, sweepIntervalMs: 0 }, url);
     await store.claim('locked', claim('a', 'fp', 50));
     await sleep(100);
     const other = await mysql.createConnection({ uri: url });

@@ -16,7 +16,7 @@ export interface MySqlPoolLike {
 }
 
 /**
- * Options of `MySqlStore` (MySQL 8.0.4+ and MariaDB 10.6+, through mysql2 3): a connection URI (the
+ * Options of `MySqlStore` (MySQL 8.0.29+ and MariaDB 10.6+, through mysql2 3): a connection URI (the
  * store's own pool) or the application's pool.
  */
 export interface MySqlStoreOptions extends SqlStoreOptions {
@@ -30,7 +30,8 @@ export interface MySqlStoreOptions extends SqlStoreOptions {
   /**
    * Bound on each statement, in ms: on the server (`innodb_lock_wait_timeout` of the store's own
    * pool, rounded up to whole seconds, so a claim waiting on a row lock gives up on the server with no
-   * trace) and on the client (half a second after that). A claim past it answers 503. Default `1_000`.
+   * trace) and on the client (half a second after that whole second). A claim past it answers 503.
+   * Default `1_000`.
    */
   statementTimeoutMs?: number;
   /** Connections of the store's own pool. Default 4. */
@@ -42,3 +43,6 @@ export const DEFAULT_MYSQL_POOL_SIZE = 4;
 
 /** How much longer the client waits than the server's lock wait timeout: the server's, which undoes the statement, comes first. */
 export const MYSQL_SERVER_FIRST_MS = 500;
+
+/** The server's lock wait for a statement timeout: InnoDB counts it in whole seconds. */
+export const lockWaitSeconds = (timeoutMs: number): number => Math.max(1, Math.ceil(timeoutMs / 1000));

@@ -1,7 +1,7 @@
 import type { Logger } from '@nestjs/common';
 import { LOGS } from '../../shared/messages/operator.messages.js';
 import { importRequired } from '../../shared/utils/optional-peer.util.js';
-import type { MySqlPoolLike } from './mysql-store.options.js';
+import { lockWaitSeconds, type MySqlPoolLike } from './mysql-store.options.js';
 
 /** A connection of mysql2's callback API, as the pool's `connection` event hands it over. */
 interface RawConnection {
@@ -34,11 +34,11 @@ export async function createMySqlPool(uri: string, size: number, timeoutMs: numb
     enableKeepAlive: true,
     keepAliveInitialDelay: 10_000,
   });
-  const lockWaitSeconds = Math.max(1, Math.ceil(timeoutMs / 1000));
+  const lockWait = lockWaitSeconds(timeoutMs);
   const report = (err: Error | null) => err && logger.error(LOGS.mysqlSession(err.message));
   pool.on('connection', (connection) => {
     connection.query('SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED', report);
-    connection.query(`SET SESSION innodb_lock_wait_timeout = ${lockWaitSeconds}`, report);
+    connection.query(`SET SESSION innodb_lock_wait_timeout = ${lockWait}`, report);
   });
   return pool;
 }

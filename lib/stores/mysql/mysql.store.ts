@@ -16,7 +16,7 @@ import { SqlSweeper } from '../shared/sql.sweeper.js';
 import { held } from '../shared/sql.rows.js';
 import { encodeRecord } from '../shared/store-value.codec.js';
 import { resolveMySqlOptions } from './mysql-options.resolver.js';
-import { type MySqlPoolLike, type MySqlStoreOptions, MYSQL_SERVER_FIRST_MS } from './mysql-store.options.js';
+import { lockWaitSeconds, type MySqlPoolLike, type MySqlStoreOptions, MYSQL_SERVER_FIRST_MS } from './mysql-store.options.js';
 import { type ClaimRow, firstRows, heldRow, MySqlClaims } from './mysql.claims.js';
 import { createMySqlPool } from './mysql.pool.js';
 import { MySqlRenewals } from './mysql.renewals.js';
@@ -40,7 +40,7 @@ export class MySqlStore implements IdempotencyStore {
   private readonly logger = new Logger('MySqlStore');
   private readonly table: string;
   private readonly timeoutMs: number;
-  /** The client's bound on a statement: {@link MYSQL_SERVER_FIRST_MS} after the server's lock wait. */
+  /** The client's bound on a statement: half a second after the server's lock wait, in whole seconds. */
   private readonly readTimeoutMs: number;
   private readonly poolSize: number;
   private readonly sweeper: SqlSweeper;
@@ -55,7 +55,7 @@ export class MySqlStore implements IdempotencyStore {
     const resolved = resolveMySqlOptions(options);
     this.table = resolved.table;
     this.timeoutMs = resolved.statementTimeoutMs;
-    this.readTimeoutMs = this.timeoutMs + MYSQL_SERVER_FIRST_MS;
+    this.readTimeoutMs = lockWaitSeconds(this.timeoutMs) * 1000 + MYSQL_SERVER_FIRST_MS;
     this.poolSize = resolved.poolSize;
     this.renewals = new MySqlRenewals(this.table, (sql, values) => this.send(RENEWAL, sql, values));
     this.claims = new MySqlClaims(this.table, (sql, values) => this.send(NORMAL, sql, values));
