@@ -1,7 +1,7 @@
 /**
- * Runs SQL on the connection of the transaction {@link IdempotencyTransactions.run} opened.
- * Placeholders are `$1`, `$2`, … and each is used once, in order, so a driver that wants `?`
- * can take `text.replace(/\$\d+/g, '?')` with the same values.
+ * Runs SQL on the connection of the transaction {@link IdempotencyTransactions.run} opened, in the
+ * database's own dialect: `PostgresStore` writes `$1`, `$2`, … (each used once, in order, so a driver
+ * that wants `?` can take `text.replace(/\$\d+/g, '?')` with the same values); `MySqlStore` writes `?`.
  */
 export interface SqlExecutor {
   /** The rows the statement returned. */
