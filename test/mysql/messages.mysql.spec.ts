@@ -1,0 +1,93 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { Controller, Inject, type INestMicroservice } from '@nestjs/common';
+import { ClientProxyFactory, type ClientProxy, MessagePattern, Payload, Transport } from '@nestjs/microservices';
+import { Test } from '@nestjs/testing';
+import mysql from 'mysql2/promise';
+import type { AddressInfo, Server } from 'node:net';
+import { lastValueFrom } from 'rxjs';
+import { Idempotent, IdempotencyModule, MySqlStore } from '../../lib/index.js';
+import { MySqlServer, mysqlAvailable } from '../support/mysql-server.js';
+import { MySqlTransactions } from '../support/mysql-transactions.js';
+
+const describeMy = mysqlAvailable('transactional message handlers on MySQL') ? describe : describe.skip;
+
+let server: MySqlServer;
+let pool: mysql.Pool;
+const failing = new Set<string>();
+
+@Controller()
+class ShippingConsumer {
+  constructor(@Inject(MySqlTransactions) private readonly tx: MySqlTransactions) {}
+
+  /** The business write goes through the transaction the module opened for the message. */
+  @MessagePattern('ship')
+  @Idempotent({ transactional: true })
+  async ship(@Payload() data: { idempotencyKey: string; order: string }) {
+    const [result] = (await this.tx.connection.query('INSERT INTO shipments (order_id) VALUES (?)', [data.order])) as [
+      { insertId: number },
+      unknown,
+    ];
+    if (failing.delete(data.order)) throw new Error('label printer offline');
+    return { shipment: result.insertId };
+  }
+}
+
+// A transactional message handler on MySQL, over a real TCP microservice: the inbox record commits in
+// the handler's transaction, as on PostgreSQL (test/postgres/messages.postgres.spec.ts).
+describeMy('@Idempotent({ transactional: true }) message handlers on MySQL', () => {
+  let service: INestMicroservice;
+  let client: ClientProxy;
+  beforeAll(async () => {
+    server = await MySqlServer.start();
+    const url = await server.createDatabase(`messages_${process.pid}`);
+    pool = mysql.createPool({ uri: url, connectionLimit: 8 });
+    await pool.query('CREATE TABLE shipments (id INT AUTO_INCREMENT PRIMARY KEY, order_id VARCHAR(255) NOT NULL)');
+    const tx = new MySqlTransactions(pool);
+    const moduleRef = await Test.createTestingModule({
+      imports: [IdempotencyModule.forRoot({ store: new MySqlStore({ pool, sweepIntervalMs: 0 }), transactions: tx })],
+      controllers: [ShippingConsumer],
+      providers: [{ provide: MySqlTransactions, useValue: tx }],
+    }).compile();
+    service = moduleRef.createNestMicroservice({
+      transport: Transport.TCP,
+      options: { host: '127.0.0.1', port: 0 },
+      logger: false,
+    });
+    await service.listen();
+    const { port } = service.unwrap<Server>().address() as AddressInfo;
+    client = ClientProxyFactory.create({ transport: Transport.TCP, options: { host: '127.0.0.1', port } });
+    await client.connect();
+  }, 120_000);
+  afterAll(async () => {
+    client?.close();
+    await service?.close();
+    await pool?.end();
+    await server?.destroy();
+  });
+
+  const ship = (order: string) => lastValueFrom(client.send<unknown>('ship', { idempotencyKey: `m-${order}`, order }));
+  const shipments = async (order: string) =>
+    Number(((await pool.query('SELECT count(*) AS n FROM shipments WHERE order_id = ?', [order]))[0] as { n: number }[])[0].n);
+
+  it('one shipment per message id, however often and however concurrently it is delivered', async () => {
+    const answers = await Promise.allSettled(Array.from({ length: 5 }, () => ship('o-1')));
+    const replies = answers.filter((a) => a.status === 'fulfilled').map((a) => a.value);
+    expect(replies.length).toBeGreaterThanOrEqual(1);
+    expect(new Set(replies.map((r) => JSON.stringify(r))).size).toBe(1);
+    for (const refused of answers.filter((a) => a.status === 'rejected')) {
+      expect(refused.reason).toMatchObject({ code: 'IDEMPOTENCY_KEY_IN_FLIGHT' });
+    }
+    expect(await ship('o-1')).toEqual(replies[0]);
+    expect(await shipments('o-1')).toBe(1);
+  });
+
+  it('a handler that throws after its write is rolled back with it, and the redelivery writes once', async () => {
+    failing.add('o-2');
+    await expect(ship('o-2')).rejects.toBeDefined();
+    expect(await shipments('o-2')).toBe(0);
+    const reply = await ship('o-2');
+    expect(reply).toEqual({ shipment: expect.any(Number) });
+    expect(await ship('o-2')).toEqual(reply);
+    expect(await shipments('o-2')).toBe(1);
+  });
+});
