@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, describe } from '@jest/globals';
 import { Controller, Inject, type INestMicroservice } from '@nestjs/common';
 import { ClientProxyFactory, type ClientProxy, MessagePattern, Payload, Transport } from '@nestjs/microservices';
 import { Test } from '@nestjs/testing';
@@ -8,6 +8,7 @@ import { lastValueFrom } from 'rxjs';
 import { Idempotent, IdempotencyModule, MySqlStore } from '../../lib/index.js';
 import { MySqlServer, mysqlAvailable } from '../support/mysql-server.js';
 import { MySqlTransactions } from '../support/mysql-transactions.js';
+import { shippingScenarios } from '../support/shipping-scenarios.js';
 
 const describeMy = mysqlAvailable('transactional message handlers on MySQL') ? describe : describe.skip;
 
@@ -69,25 +70,5 @@ describeMy('@Idempotent({ transactional: true }) message handlers on MySQL', () 
   const shipments = async (order: string) =>
     Number(((await pool.query('SELECT count(*) AS n FROM shipments WHERE order_id = ?', [order]))[0] as { n: number }[])[0].n);
 
-  it('one shipment per message id, however often and however concurrently it is delivered', async () => {
-    const answers = await Promise.allSettled(Array.from({ length: 5 }, () => ship('o-1')));
-    const replies = answers.filter((a) => a.status === 'fulfilled').map((a) => a.value);
-    expect(replies.length).toBeGreaterThanOrEqual(1);
-    expect(new Set(replies.map((r) => JSON.stringify(r))).size).toBe(1);
-    for (const refused of answers.filter((a) => a.status === 'rejected')) {
-      expect(refused.reason).toMatchObject({ code: 'IDEMPOTENCY_KEY_IN_FLIGHT' });
-    }
-    expect(await ship('o-1')).toEqual(replies[0]);
-    expect(await shipments('o-1')).toBe(1);
-  });
-
-  it('a handler that throws after its write is rolled back with it, and the redelivery writes once', async () => {
-    failing.add('o-2');
-    await expect(ship('o-2')).rejects.toBeDefined();
-    expect(await shipments('o-2')).toBe(0);
-    const reply = await ship('o-2');
-    expect(reply).toEqual({ shipment: expect.any(Number) });
-    expect(await ship('o-2')).toEqual(reply);
-    expect(await shipments('o-2')).toBe(1);
-  });
+  shippingScenarios(() => ({ ship, shipments, failing }));
 });
