@@ -3,7 +3,7 @@ import { built } from '../support/build.js';
 import { MySqlServer, mysqlAvailable } from '../support/mysql-server.js';
 import { charge, retryUntilSettled } from '../support/ledger-client.js';
 import { ledgerScenarios } from '../support/ledger-scenarios.js';
-import { Pod, type PodOptions } from '../support/pod.js';
+import { pay, Pod, type PodOptions } from '../support/pod.js';
 import { sleep } from '../support/timing.js';
 
 built('.build');
@@ -81,5 +81,14 @@ describeMy('the ledger sample: exactly-once with MySQL across processes', () => 
     const after = await retryUntilSettled(pod.base, 'killed-connection');
     expect(after).toMatchObject({ status: 201, replayed: false });
     expect(await rows('killed-connection')).toBe(1);
+  }, 90_000);
+
+  it('the payments sample runs on it too (STORE=mysql): one payment, a byte-identical replay', async () => {
+    const pod = await Pod.start({ store: 'mysql', mysqlUrl: url, adapter: 'fastify' });
+    pods.push(pod);
+    const first = await pay(pod.base, 'payments-on-mysql');
+    expect(first).toMatchObject({ status: 201, replayed: false });
+    expect(await pay(pod.base, 'payments-on-mysql')).toEqual({ ...first, replayed: true });
+    expect(pod.output.join('')).toContain('idempotency store: mysql');
   }, 90_000);
 });
