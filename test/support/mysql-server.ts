@@ -58,22 +58,27 @@ export class MySqlServer {
     const dir = mkdtempSync(join(tmpdir(), 'idem-mysql-'));
     const data = join(dir, 'data');
     mkdirSync(data, { mode: 0o700 });
+    // A temporary folder of its own: installs running at once in the shared /tmp collide on the
+    // bootstrap's temporary tables, and one of them fails ("Unknown table 'mysql.tmp_user_sys'").
+    const tmp = join(dir, 'tmp');
+    mkdirSync(tmp, { mode: 0o700 });
     const user = serverUser();
     if (user) {
       const [uid, gid] = user.split(':').map(Number);
-      chownSync(dir, uid, gid);
-      chownSync(data, uid, gid);
+      for (const folder of [dir, data, tmp]) chownSync(folder, uid, gid);
     }
     execFileSync(
       INSTALL,
       [
         '--no-defaults',
         `--datadir=${data}`,
+        `--tmpdir=${tmp}`,
         '--auth-root-authentication-method=normal',
         '--skip-test-db',
         ...(user ? ['--user=mysql'] : []),
       ],
-      { stdio: 'ignore' },
+      // What it printed goes into the error when it fails.
+      { stdio: 'pipe' },
     );
     try {
       return await startRetried(async () => new MySqlServer(await freePort(), dir));
@@ -92,6 +97,7 @@ export class MySqlServer {
         [
           '--no-defaults',
           `--datadir=${join(this.dir, 'data')}`,
+          `--tmpdir=${join(this.dir, 'tmp')}`,
           `--port=${this.port}`,
           '--bind-address=127.0.0.1',
           `--socket=${join(this.dir, 'sock')}`,
